@@ -1,0 +1,148 @@
+package abuse
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Decision reasons.
+const (
+	ReasonOK               = "ok"
+	ReasonRateLimited      = "rate_limited"
+	ReasonLockedOut        = "locked_out"
+	ReasonDenylisted       = "denylisted"
+	ReasonAllowlisted      = "allowlisted"
+	ReasonShadow           = "shadow"
+	ReasonStoreUnavailable = "store_unavailable"
+)
+
+// Error codes of InputError.
+const (
+	CodeInvalidRequest = "invalid_request"
+	CodeUnknownAction  = "unknown_action"
+)
+
+// InputError is bad input: the API answers 400 with Code, Field and Message.
+type InputError struct {
+	Code    string
+	Field   string
+	Message string
+}
+
+func (e *InputError) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("%s: %s: %s", e.Code, e.Field, e.Message)
+	}
+	return e.Code + ": " + e.Message
+}
+
+// ErrNotFound is returned by Unlock when nothing was locked.
+var ErrNotFound = errors.New("not found")
+
+// Subject names who makes an attempt. Nil fields are absent; the values are
+// raw caller input, normalised by Guard.
+type Subject struct {
+	User   *string
+	IP     *string
+	Device *string
+}
+
+// CheckInput is one /v1/check request.
+type CheckInput struct {
+	Action  string
+	Subject Subject
+	// Cost defaults to 1 when 0.
+	Cost   int
+	DryRun bool
+	// APIKey is the calling key's name, for the audit trail.
+	APIKey string
+}
+
+// Decision is Guard's answer to a check.
+type Decision struct {
+	// ID is the decision_id (a ULID), also the audit event's id.
+	ID      string
+	At      time.Time
+	Action  string
+	Allowed bool
+	Reason  string
+	// RetryAfter is exact (millisecond precision); 0 when allowed.
+	RetryAfter time.Duration
+	Degraded   bool
+	DryRun     bool
+	// Limits are the evaluated rules, most restrictive first (least
+	// remaining, then latest reset).
+	Limits []LimitState
+	// Lockout is set when a lockout decided the answer.
+	Lockout *LockoutInfo
+}
+
+// LimitState is one evaluated rule after a decision.
+type LimitState struct {
+	Rule      string
+	Dimension string
+	Limit     int
+	Window    time.Duration
+	Remaining int
+	// Reset is when the window's oldest entry leaves it.
+	Reset  time.Duration
+	Shadow bool
+}
+
+// LockoutInfo describes one lockout.
+type LockoutInfo struct {
+	Ledger    string
+	Dimension string
+	Level     int
+	Since     time.Time
+	Until     time.Time
+}
+
+// ReportInput is one /v1/report request.
+type ReportInput struct {
+	Action  string
+	Subject Subject
+	// Outcome is "success" or "failure".
+	Outcome string
+	// DecisionID is the check's decision_id when the caller gave it.
+	DecisionID string
+	APIKey     string
+}
+
+// ReportOutcome is Guard's answer to a report.
+type ReportOutcome struct {
+	// Lockout is the lockout the report struck or met; nil when none.
+	Lockout  *LockoutInfo
+	Degraded bool
+}
+
+// LockoutFilter selects active lockouts; zero fields do not filter.
+type LockoutFilter struct {
+	Subject   Subject
+	Dimension string
+	Ledger    string
+}
+
+// ActiveLockout is one entry of the lockout listing. Only the identifiers
+// of its dimension are set; they are nil when Guard cannot resolve them.
+type ActiveLockout struct {
+	Ledger    string
+	Dimension string
+	User      *string
+	IP        *string
+	Device    *string
+	Level     int
+	Since     time.Time
+	Until     time.Time
+}
+
+// UnlockInput is one DELETE /v1/lockouts request.
+type UnlockInput struct {
+	Dimension string
+	Subject   Subject
+	// Ledger limits the unlock to one ledger; "" means every ledger.
+	Ledger string
+	Reason string
+	APIKey string
+}

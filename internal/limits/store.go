@@ -1,0 +1,261 @@
+// Package limits keeps Guard's sliding-window logs and lockout state.
+//
+// A Store answers one decision in one atomic step: for Redis that is one
+// EVALSHA of an embedded Lua script, for the in-memory store one critical
+// section. Keys are opaque to the store: the caller (internal/abuse) builds
+// them, already prefixed and hashed, and the store never sees a raw
+// identifier.
+//
+// # Semantics every implementation follows
+//
+// Time is an integer count of milliseconds. The Redis store takes "now" from
+// Redis TIME (one clock for every Guard instance); the memory store takes it
+// from its injected clock. A log entry stamped ts counts at time now iff
+// now-W < ts <= now, so it stops counting at exactly ts+W.
+//
+// Check, in order, all as one atomic step:
+//
+//  1. Lockouts: every LockRef in Locks whose record has until > now is
+//     active. A LockRef with SpareIfTrusted is ignored when TrustKey is set
+//     and that trust record exists (a device the user succeeded from). If any
+//     lockout is active the attempt is denied with Locked set to the active
+//     lockout that ends last; the rules are still trimmed and counted (read
+//     only) so the caller can show what remains, and nothing is logged.
+//  2. Rules: each rule's log is trimmed to (now-W, now] and counted. A rule
+//     allows iff count+Cost <= Limit. The attempt is allowed iff every rule
+//     that is not Shadow allows it.
+//  3. If allowed and not DryRun: Cost entries are added to the log of every
+//     rule that allows it (enforced rules all do; a shadow rule that would
+//     deny logs nothing). Denied attempts are never logged.
+//  4. If denied by a rule (not by a lockout), not DryRun, and DenialFailures
+//     is set (lockout.count_denials), one failure is recorded exactly as
+//     Report does for a failure, which may strike; strikes are returned in
+//     Struck, but the answer stays a rate-limit denial.
+//
+// Report records a failure or a success:
+//
+//   - Failure: each FailureRule's log is trimmed and gets one entry; a log
+//     that then holds Limit entries is a strike on the rule's LockKey: the
+//     log is emptied, the lock's level is raised by one (first reset to 0 if
+//     the last strike is at least Decay old; capped at len(Ladder)), and the
+//     lock is set to [now, now+Ladder[level-1]) — also while already locked.
+//   - Success: the logs in Clear are deleted and TrustKey is set to expire
+//     after TrustTTL.
+//   - In both cases Locked is the active lockout among Locks (after the
+//     report, SpareIfTrusted honoured) that ends last, or nil.
+//
+// A lock record lives until max(until, lastStrike+Decay) and then vanishes,
+// which is how the level decays to 0.
+//
+// Strictness: no interleaving of concurrent calls, from any number of Store
+// values sharing one backend, may let Limit+1 entries into a window or
+// produce two strikes for one threshold crossing.
+package limits
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrUnavailable is returned (wrapped) when the backend cannot be reached
+// within the call's budget. The failover store turns it into a degraded
+// answer; callers of a raw store see it as an error.
+var ErrUnavailable = errors.New("limit store unavailable")
+
+// Store is the contract of a limit backend. Implementations: RedisStore,
+// MemoryStore, and FailoverStore (Redis with a memory fallback). All of them
+// pass the shared conformance suite in storetest_test.go.
+type Store interface {
+	// Check decides one attempt; see the package documentation.
+	Check(ctx context.Context, req *CheckRequest) (CheckResult, error)
+	// Report records a failure or success; see the package documentation.
+	Report(ctx context.Context, req *ReportRequest) (ReportResult, error)
+	// Unlock deletes the given lock records (level included) and failure
+	// logs. It reports whether any of the locks was active.
+	Unlock(ctx context.Context, req *UnlockRequest) (bool, error)
+	// Lockouts lists every active lockout (until > now), ordered by until
+	// descending.
+	Lockouts(ctx context.Context) ([]LockState, error)
+	// Ping reports whether the backend answers.
+	Ping(ctx context.Context) error
+	// Close releases the backend's resources.
+	Close() error
+}
+
+// Rule is one sliding-window-log limit applied to one key.
+type Rule struct {
+	// Key is the log's full key, e.g. "guard:v1:log:login/ip:<hash>".
+	Key string
+	// Limit is the number of entries the window holds; at least 1.
+	Limit int
+	// Window is W; whole milliseconds, at least 1ms.
+	Window time.Duration
+	// Shadow rules are evaluated and logged but never deny.
+	Shadow bool
+}
+
+// LockRef names a lockout record to consult.
+type LockRef struct {
+	// Key is the lock record's full key,
+	// e.g. "guard:v1:lock:auth:user:<hash>".
+	Key string
+	// SpareIfTrusted makes the lock not apply when the request's TrustKey
+	// exists (user-level lockouts spare trusted devices).
+	SpareIfTrusted bool
+}
+
+// FailureRule is a failure log whose filling strikes LockKey.
+type FailureRule struct {
+	// Key is the failure log's full key.
+	Key string
+	// Limit is the number of failures in Window that make a strike.
+	Limit int
+	// Window is the failure log's window.
+	Window time.Duration
+	// LockKey is the lock record struck when the log fills.
+	LockKey string
+	// Info is stored with the lock record when it strikes and returned by
+	// Lockouts (the caller keeps ledger, dimension and identifier hashes in
+	// it; never raw identifiers). At most 512 bytes.
+	Info string
+}
+
+// Escalation is the lockout policy applied when failures strike.
+type Escalation struct {
+	// Failures are the logs that receive one entry per failure.
+	Failures []FailureRule
+	// Ladder holds the lockout duration of each level; at least one step.
+	Ladder []time.Duration
+	// Decay is the quiet time after which the level returns to 0.
+	Decay time.Duration
+}
+
+// OnFailure says what the failover store does for a request while the
+// backend is unavailable.
+type OnFailure int
+
+const (
+	// FailLocal answers from the in-memory fallback store (the default).
+	FailLocal OnFailure = iota
+	// FailAllow answers allowed, with Unavailable set.
+	FailAllow
+	// FailDeny answers denied, with Unavailable set.
+	FailDeny
+)
+
+// CheckRequest is one attempt to decide.
+type CheckRequest struct {
+	// Rules are the attempt rules that apply (dimension present).
+	Rules []Rule
+	// Cost is how many entries the attempt counts for; at least 1.
+	Cost int
+	// DryRun evaluates without writing anything.
+	DryRun bool
+	// Locks are consulted before the rules.
+	Locks []LockRef
+	// TrustKey is the trusted-device record of the request's user and
+	// device, or "" when either is absent.
+	TrustKey string
+	// DenialFailures, when set, records one failure on a rule denial.
+	DenialFailures *Escalation
+	// Nonce makes this call's log members unique; [A-Za-z0-9_-], at most
+	// 32 bytes. Callers pass a fresh random value per call.
+	Nonce string
+	// OnFailure is honoured by the failover store only.
+	OnFailure OnFailure
+}
+
+// RuleResult is one rule's state after a decision.
+type RuleResult struct {
+	// Allowed reports whether this rule alone admits the attempt.
+	Allowed bool
+	// Count is the number of entries in the window after the decision (as
+	// if recorded, for a dry run).
+	Count int
+	// Remaining is Limit-Count, never below 0.
+	Remaining int
+	// Reset is the time until the oldest entry in the window leaves it; 0
+	// when the window is empty.
+	Reset time.Duration
+	// RetryAfter is, for a rule that does not allow, the time until enough
+	// entries have left for Cost to fit; 0 otherwise.
+	RetryAfter time.Duration
+}
+
+// LockState is a lock record as seen at one moment.
+type LockState struct {
+	// Key is the lock record's key.
+	Key string
+	// Level is the ladder step, from 1.
+	Level int
+	// Since is when the current lockout started (the last strike).
+	Since time.Time
+	// Until is when the current lockout ends.
+	Until time.Time
+	// Info is what the striking FailureRule carried.
+	Info string
+}
+
+// CheckResult is the outcome of Check.
+type CheckResult struct {
+	// Now is the store's clock at the decision.
+	Now time.Time
+	// Allowed is the decision (shadow rules cannot make it false).
+	Allowed bool
+	// Rules holds one result per request rule, in request order.
+	Rules []RuleResult
+	// Locked is the active lockout that denied the attempt, or nil.
+	Locked *LockState
+	// Struck lists lockouts set by DenialFailures during this call.
+	Struck []LockState
+	// Degraded is set by the failover store when the answer did not come
+	// from the primary backend.
+	Degraded bool
+	// Unavailable is set by the failover store when OnFailure was FailAllow
+	// or FailDeny and the backend was down (Rules is then empty).
+	Unavailable bool
+}
+
+// ReportRequest is one reported outcome.
+type ReportRequest struct {
+	// Failure selects a failure (true) or a success (false).
+	Failure bool
+	// Escalation is the failure policy; used for failures.
+	Escalation Escalation
+	// Locks are the lock records to answer with (see package doc).
+	Locks []LockRef
+	// TrustKey is the trusted-device record of the user and device, or "".
+	TrustKey string
+	// Clear lists the failure logs a success deletes.
+	Clear []string
+	// TrustTTL is how long a success trusts the device; 0 disables it.
+	TrustTTL time.Duration
+	// Nonce as in CheckRequest.
+	Nonce string
+	// OnFailure is honoured by the failover store only.
+	OnFailure OnFailure
+}
+
+// ReportResult is the outcome of Report.
+type ReportResult struct {
+	// Now is the store's clock at the report.
+	Now time.Time
+	// Struck lists the lockouts this failure set.
+	Struck []LockState
+	// Locked is the active lockout among the request's Locks that ends
+	// last, after the report; nil when none.
+	Locked *LockState
+	// Degraded as in CheckResult.
+	Degraded bool
+	// Unavailable as in CheckResult.
+	Unavailable bool
+}
+
+// UnlockRequest names what an administrator lifts.
+type UnlockRequest struct {
+	// Locks are lock record keys to delete.
+	Locks []string
+	// Failures are failure log keys to delete.
+	Failures []string
+}
