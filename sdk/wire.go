@@ -1,0 +1,249 @@
+// Package sdk is the Go client of the Guard HTTP API (contract v1) and its
+// wire types. It depends on the standard library only.
+//
+// Times on the wire are RFC 3339 with milliseconds in UTC; durations are
+// integer milliseconds in fields ending in _ms.
+package sdk
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// TimeFormat is the layout of every time on the wire: RFC 3339 with
+// milliseconds, always in UTC.
+const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// FormatTime renders t the way Guard puts times on the wire (UTC,
+// millisecond precision, truncated).
+func FormatTime(t time.Time) string {
+	return t.UTC().Truncate(time.Millisecond).Format(TimeFormat)
+}
+
+// Decisions and reasons of a check.
+const (
+	DecisionAllow = "allow"
+	DecisionDeny  = "deny"
+
+	ReasonOK               = "ok"
+	ReasonRateLimited      = "rate_limited"
+	ReasonLockedOut        = "locked_out"
+	ReasonDenylisted       = "denylisted"
+	ReasonAllowlisted      = "allowlisted"
+	ReasonShadow           = "shadow"
+	ReasonStoreUnavailable = "store_unavailable"
+)
+
+// Report outcomes.
+const (
+	OutcomeSuccess = "success"
+	OutcomeFailure = "failure"
+)
+
+// CheckRequest is the body of POST /v1/check. A nil identifier is absent
+// (its rules are not evaluated); at least one of User, IP and Device is
+// required.
+type CheckRequest struct {
+	// Action is one of the configured actions, e.g. "login".
+	Action string  `json:"action"`
+	User   *string `json:"user,omitempty"`
+	IP     *string `json:"ip,omitempty"`
+	Device *string `json:"device,omitempty"`
+	// Cost counts the attempt as that many requests; nil means 1.
+	Cost *int `json:"cost,omitempty"`
+	// DryRun evaluates and audits without recording anything.
+	DryRun bool `json:"dry_run,omitempty"`
+}
+
+// CheckResponse is the answer of POST /v1/check.
+type CheckResponse struct {
+	// Decision is DecisionAllow or DecisionDeny.
+	Decision string `json:"decision"`
+	// Reason is one of the Reason constants.
+	Reason string `json:"reason"`
+	// RetryAfterMs is the exact wait before the same attempt could be
+	// allowed, in milliseconds; 0 when allowed.
+	RetryAfterMs int64  `json:"retry_after_ms"`
+	DecisionID   string `json:"decision_id"`
+	// Degraded is set when the local fallback limiter decided.
+	Degraded bool `json:"degraded"`
+	// Limits holds every evaluated rule, most restrictive first; never nil
+	// on the wire.
+	Limits []Limit `json:"limits"`
+	// Lockout is set when a lockout decided the answer.
+	Lockout *Lockout `json:"lockout"`
+}
+
+// Allowed reports whether the decision is DecisionAllow.
+func (r *CheckResponse) Allowed() bool { return r.Decision == DecisionAllow }
+
+// RetryAfter is RetryAfterMs as a duration.
+func (r *CheckResponse) RetryAfter() time.Duration {
+	return time.Duration(r.RetryAfterMs) * time.Millisecond
+}
+
+// Limit is one evaluated rule after a decision.
+type Limit struct {
+	Rule      string `json:"rule"`
+	Dimension string `json:"dimension"`
+	Limit     int    `json:"limit"`
+	// WindowMs is the rule's window in milliseconds.
+	WindowMs  int64 `json:"window_ms"`
+	Remaining int   `json:"remaining"`
+	// ResetMs is the time until the window's oldest entry leaves it, in
+	// milliseconds (rounded up); 0 when the window is empty.
+	ResetMs int64 `json:"reset_ms"`
+}
+
+// Lockout is a lockout that decided an answer.
+type Lockout struct {
+	Dimension string    `json:"dimension"`
+	Until     time.Time `json:"until"`
+	// Level is the ladder step, from 1.
+	Level int `json:"level"`
+}
+
+// MarshalJSON writes Until in the wire time format.
+func (l Lockout) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Dimension string `json:"dimension"`
+		Until     string `json:"until"`
+		Level     int    `json:"level"`
+	}{l.Dimension, FormatTime(l.Until), l.Level})
+}
+
+// ReportRequest is the body of POST /v1/report.
+type ReportRequest struct {
+	Action string  `json:"action"`
+	User   *string `json:"user,omitempty"`
+	IP     *string `json:"ip,omitempty"`
+	Device *string `json:"device,omitempty"`
+	// Outcome is OutcomeSuccess or OutcomeFailure.
+	Outcome string `json:"outcome"`
+	// DecisionID is the decision_id of the check this report closes;
+	// optional.
+	DecisionID string `json:"decision_id,omitempty"`
+}
+
+// ReportResponse is the answer of POST /v1/report.
+type ReportResponse struct {
+	// Lockout is the lockout the report struck or met; nil when none.
+	Lockout *Lockout `json:"lockout"`
+}
+
+// LockoutFilter selects active lockouts for GET /v1/lockouts; empty
+// fields do not filter.
+type LockoutFilter struct {
+	User      string
+	IP        string
+	Device    string
+	Dimension string
+	Ledger    string
+}
+
+// LockoutEntry is one active lockout. Only the identifiers of its
+// dimension are set; the others are nil and absent on the wire.
+type LockoutEntry struct {
+	Ledger    string    `json:"ledger"`
+	Dimension string    `json:"dimension"`
+	User      *string   `json:"user,omitempty"`
+	IP        *string   `json:"ip,omitempty"`
+	Device    *string   `json:"device,omitempty"`
+	Level     int       `json:"level"`
+	Since     time.Time `json:"since"`
+	Until     time.Time `json:"until"`
+}
+
+// MarshalJSON writes Since and Until in the wire time format.
+func (l LockoutEntry) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Ledger    string  `json:"ledger"`
+		Dimension string  `json:"dimension"`
+		User      *string `json:"user,omitempty"`
+		IP        *string `json:"ip,omitempty"`
+		Device    *string `json:"device,omitempty"`
+		Level     int     `json:"level"`
+		Since     string  `json:"since"`
+		Until     string  `json:"until"`
+	}{l.Ledger, l.Dimension, l.User, l.IP, l.Device, l.Level, FormatTime(l.Since), FormatTime(l.Until)})
+}
+
+// LockoutsResponse is the answer of GET /v1/lockouts.
+type LockoutsResponse struct {
+	Lockouts []LockoutEntry `json:"lockouts"`
+}
+
+// UnlockRequest is the body of DELETE /v1/lockouts: the dimension and the
+// identifiers it needs.
+type UnlockRequest struct {
+	Dimension string  `json:"dimension"`
+	User      *string `json:"user,omitempty"`
+	IP        *string `json:"ip,omitempty"`
+	Device    *string `json:"device,omitempty"`
+	// Ledger limits the unlock to one ledger; empty means every ledger.
+	Ledger string `json:"ledger,omitempty"`
+	// Reason is recorded in the audit trail as the admin event's note.
+	Reason string `json:"reason,omitempty"`
+}
+
+// UnlockResponse is the answer of a successful DELETE /v1/lockouts.
+type UnlockResponse struct {
+	Unlocked bool `json:"unlocked"`
+}
+
+// Policy is the answer of GET /v1/policy: the effective policy, never keys
+// or secrets.
+type Policy struct {
+	Actions map[string]PolicyAction `json:"actions"`
+	Lists   PolicyLists             `json:"lists"`
+}
+
+// PolicyAction is the policy of one action.
+type PolicyAction struct {
+	Limits         []PolicyRule  `json:"limits"`
+	Failures       []PolicyRule  `json:"failures"`
+	Lockout        PolicyLockout `json:"lockout"`
+	OnStoreFailure string        `json:"on_store_failure"`
+	Shadow         bool          `json:"shadow"`
+}
+
+// PolicyRule is one sliding-window-log rule.
+type PolicyRule struct {
+	Name      string `json:"name"`
+	Dimension string `json:"dimension"`
+	Limit     int    `json:"limit"`
+	WindowMs  int64  `json:"window_ms"`
+	Shadow    bool   `json:"shadow"`
+}
+
+// PolicyLockout is an action's escalation ladder.
+type PolicyLockout struct {
+	LadderMs     []int64 `json:"ladder_ms"`
+	DecayMs      int64   `json:"decay_ms"`
+	Ledger       string  `json:"ledger"`
+	CountDenials bool    `json:"count_denials"`
+}
+
+// PolicyLists holds the allow and deny lists.
+type PolicyLists struct {
+	Allow PolicyList `json:"allow"`
+	Deny  PolicyList `json:"deny"`
+}
+
+// PolicyList is one allow or deny list.
+type PolicyList struct {
+	CIDRs   []string `json:"cidrs"`
+	Users   []string `json:"users"`
+	Devices []string `json:"devices"`
+}
+
+// Readiness is the answer of GET /readyz.
+type Readiness struct {
+	// Mode is "normal" or "degraded" (Redis unreachable).
+	Mode string `json:"mode"`
+	// Redis and Postgres are "ok" or "down".
+	Redis    string `json:"redis"`
+	Postgres string `json:"postgres"`
+	// AuditBacklog counts events queued or spooled but not yet stored.
+	AuditBacklog int64 `json:"audit_backlog"`
+}
