@@ -1,0 +1,456 @@
+package limits
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// escalation builds a one-rule escalation striking lock after limit
+// failures.
+func (c *conf) escalation(name string, limit int, ladder []time.Duration, decay time.Duration) Escalation {
+	return Escalation{
+		Failures: []FailureRule{{
+			Key: c.key("fail", name), Limit: limit, Window: confWindow,
+			LockKey: c.key("lock", name), Info: "info-" + name,
+		}},
+		Ladder: ladder,
+		Decay:  decay,
+	}
+}
+
+// fail reports one failure under esc and answers with the lock of esc.
+func (c *conf) fail(t *testing.T, s Store, esc Escalation) ReportResult {
+	t.Helper()
+	return c.report(t, s, ReportRequest{
+		Failure: true, Escalation: esc, Locks: []LockRef{{Key: esc.Failures[0].LockKey}},
+	})
+}
+
+// struckState is the lock a strike at now on level with step d sets.
+func struckState(esc Escalation, level int, now time.Time) LockState {
+	f := esc.Failures[0]
+	return LockState{
+		Key: f.LockKey, Level: level, Since: now,
+		Until: now.Add(esc.Ladder[level-1]), Info: f.Info,
+	}
+}
+
+// wantStrike checks that res struck exactly one lock, at level.
+func wantStrike(t *testing.T, what string, res ReportResult, esc Escalation, level int) {
+	t.Helper()
+	if len(res.Struck) != 1 {
+		t.Fatalf("%s: got struck %+v, want one strike at level %d", what, res.Struck, level)
+	}
+	want := struckState(esc, level, res.Now)
+	wantLock(t, what+" (Struck)", &res.Struck[0], want)
+	wantLock(t, what+" (Locked)", res.Locked, want)
+}
+
+func confStrikeLadder(t *testing.T, c *conf) {
+	esc := c.escalation("ladder", 3, []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute}, time.Hour)
+	var current *LockState
+	for round, level := range []int{1, 2, 3, 3} {
+		for i := range 2 {
+			res := c.fail(t, c.store(i), esc)
+			if len(res.Struck) != 0 {
+				t.Fatalf("round %d failure %d: got struck %+v, want none (the log was emptied)", round, i+1, res.Struck)
+			}
+			if current == nil && res.Locked != nil {
+				t.Errorf("round %d failure %d: got locked %+v, want none", round, i+1, res.Locked)
+			}
+			if current != nil {
+				wantLock(t, "failure while locked", res.Locked, *current)
+			}
+		}
+		res := c.fail(t, c.store(round), esc)
+		wantStrike(t, "third failure", res, esc, level)
+		current = res.Locked
+	}
+}
+
+func confDecay(t *testing.T, c *conf) {
+	esc := c.escalation("decay", 1, []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond}, 300*time.Millisecond)
+	wantStrike(t, "first strike", c.fail(t, c.a, esc), esc, 1)
+	c.advance(t, 100*time.Millisecond)
+	res := c.check(t, c.b, CheckRequest{Locks: []LockRef{{Key: esc.Failures[0].LockKey}}})
+	if res.Locked != nil || !res.Allowed {
+		t.Errorf("after the level-1 lockout ended: got %+v, want allowed, not locked", res)
+	}
+	wantStrike(t, "strike within decay", c.fail(t, c.b, esc), esc, 2)
+	c.advance(t, 450*time.Millisecond)
+	wantStrike(t, "strike after decay", c.fail(t, c.a, esc), esc, 1)
+}
+
+func confDecayExact(t *testing.T, c *conf) {
+	const decay = time.Hour
+	esc := c.escalation("decayx", 1, []time.Duration{time.Minute, 2 * time.Minute, 3 * time.Minute}, decay)
+	wantStrike(t, "first strike", c.fail(t, c.a, esc), esc, 1)
+	c.advance(t, decay-time.Millisecond)
+	wantStrike(t, "strike 1ms before decay", c.fail(t, c.b, esc), esc, 2)
+	c.advance(t, decay)
+	wantStrike(t, "strike exactly at decay", c.fail(t, c.a, esc), esc, 1)
+
+	// The decay rule applies first even while a long lockout is active.
+	long := c.escalation("decaylong", 1, []time.Duration{2 * time.Hour, 4 * time.Hour}, decay)
+	wantStrike(t, "first long strike", c.fail(t, c.a, long), long, 1)
+	c.advance(t, decay)
+	wantStrike(t, "strike while locked, decay old", c.fail(t, c.b, long), long, 1)
+	c.advance(t, decay-time.Millisecond)
+	wantStrike(t, "strike while locked, within decay", c.fail(t, c.a, long), long, 2)
+}
+
+func confCheckWhileLocked(t *testing.T, c *conf) {
+	w := confWindow.Milliseconds()
+	rule := Rule{Key: c.key("log", "locked"), Limit: 5, Window: confWindow}
+	full := Rule{Key: c.key("log", "lockedfull"), Limit: 1, Window: confWindow}
+	empty := Rule{Key: c.key("log", "lockedempty"), Limit: 1, Window: confWindow}
+	first := c.check(t, c.a, CheckRequest{Rules: []Rule{rule, full}})
+	c.check(t, c.b, CheckRequest{Rules: []Rule{rule}})
+	t0 := ms(first.Now)
+
+	short := c.escalation("short", 1, []time.Duration{time.Minute}, time.Hour)
+	long := c.escalation("long", 1, []time.Duration{5 * time.Minute}, time.Hour)
+	c.fail(t, c.a, short)
+	struck := c.fail(t, c.b, long)
+	other := c.escalation("other", 1, []time.Duration{time.Minute}, time.Hour)
+	locks := []LockRef{
+		{Key: c.key("lock", "never")},
+		{Key: short.Failures[0].LockKey},
+		{Key: long.Failures[0].LockKey},
+	}
+	for i := range 3 {
+		res := c.check(t, c.store(i), CheckRequest{
+			Rules: []Rule{rule, full, empty}, Locks: locks, DenialFailures: &other,
+		})
+		now := ms(res.Now)
+		if res.Allowed || len(res.Struck) != 0 {
+			t.Fatalf("check %d while locked: got allowed %v struck %+v, want denied, nothing struck", i, res.Allowed, res.Struck)
+		}
+		wantLock(t, "lock that ends last", res.Locked, struck.Struck[0])
+		wantRule(t, "rule with room", res.Rules[0], RuleResult{
+			Allowed: true, Count: 2, Remaining: 3, Reset: msDur(t0 + w - now),
+		})
+		wantRule(t, "full rule", res.Rules[1], RuleResult{
+			Count: 1, Remaining: 0, Reset: msDur(t0 + w - now), RetryAfter: msDur(t0 + w - now),
+		})
+		wantRule(t, "empty rule", res.Rules[2], RuleResult{Allowed: true, Count: 0, Remaining: 1})
+	}
+	// Neither the locked checks nor their rule denials recorded anything.
+	res := c.check(t, c.a, CheckRequest{Rules: []Rule{rule}, Locks: []LockRef{{Key: other.Failures[0].LockKey}}})
+	if !res.Allowed || res.Locked != nil || res.Rules[0].Count != 3 {
+		t.Errorf("after locked checks: got %+v, want allowed, unlocked, count 3", res)
+	}
+}
+
+func confLockEndsAtUntil(t *testing.T, c *conf) {
+	esc := c.escalation("until", 2, []time.Duration{time.Minute}, time.Hour)
+	lock := []LockRef{{Key: esc.Failures[0].LockKey}}
+	c.fail(t, c.a, esc)
+	struck := c.fail(t, c.b, esc)
+	wantStrike(t, "strike", struck, esc, 1)
+	c.advance(t, time.Minute-time.Millisecond)
+	res := c.check(t, c.a, CheckRequest{Locks: lock})
+	wantLock(t, "1ms before Until", res.Locked, struck.Struck[0])
+	if res.Allowed {
+		t.Errorf("1ms before Until: got allowed, want denied")
+	}
+	if got := len(c.lockouts(t, c.b)); got != 1 {
+		t.Errorf("1ms before Until: got %d lockouts, want 1", got)
+	}
+	c.advance(t, time.Millisecond)
+	res = c.check(t, c.b, CheckRequest{Locks: lock})
+	if !res.Allowed || res.Locked != nil {
+		t.Errorf("at Until: got %+v, want allowed, not locked", res)
+	}
+	if got := c.lockouts(t, c.a); len(got) != 0 {
+		t.Errorf("at Until: got lockouts %+v, want none", got)
+	}
+	rep := c.report(t, c.a, ReportRequest{Locks: lock})
+	if rep.Locked != nil {
+		t.Errorf("success at Until: got locked %+v, want none", rep.Locked)
+	}
+}
+
+func confSpareIfTrusted(t *testing.T, c *conf) {
+	esc := c.escalation("spare", 1, []time.Duration{time.Hour}, time.Hour)
+	lockKey := esc.Failures[0].LockKey
+	struck := c.fail(t, c.a, esc).Struck[0]
+	spare := []LockRef{{Key: lockKey, SpareIfTrusted: true}}
+	trusted, stranger := c.key("trust", "dev"), c.key("trust", "other")
+
+	res := c.check(t, c.b, CheckRequest{Locks: spare, TrustKey: trusted})
+	wantLock(t, "before any success", res.Locked, struck)
+
+	rep := c.report(t, c.a, ReportRequest{Locks: spare, TrustKey: trusted, TrustTTL: time.Minute})
+	if rep.Locked != nil {
+		t.Errorf("success that trusts the device: got locked %+v, want none", rep.Locked)
+	}
+	untrusting := c.key("trust", "ttl0")
+	c.report(t, c.b, ReportRequest{TrustKey: untrusting, TrustTTL: 0})
+
+	cases := []struct {
+		name   string
+		locks  []LockRef
+		trust  string
+		locked bool
+	}{
+		{"trusted device", spare, trusted, false},
+		{"lock that spares nobody", []LockRef{{Key: lockKey}}, trusted, true},
+		{"other device", spare, stranger, true},
+		{"no device", spare, "", true},
+		{"success with TrustTTL 0", spare, untrusting, true},
+	}
+	for i, tc := range cases {
+		res := c.check(t, c.store(i), CheckRequest{Locks: tc.locks, TrustKey: tc.trust})
+		if got := res.Locked != nil; got != tc.locked || res.Allowed == tc.locked {
+			t.Errorf("%s: got locked %+v allowed %v, want locked %v", tc.name, res.Locked, res.Allowed, tc.locked)
+		}
+	}
+	other := c.escalation("sparefail", 100, []time.Duration{time.Minute}, time.Hour)
+	rep = c.report(t, c.b, ReportRequest{Failure: true, Escalation: other, Locks: spare, TrustKey: trusted})
+	if rep.Locked != nil {
+		t.Errorf("failure from a trusted device: got locked %+v, want none", rep.Locked)
+	}
+
+	// Trust expires after its TTL.
+	brief := c.key("trust", "brief")
+	c.report(t, c.a, ReportRequest{TrustKey: brief, TrustTTL: 150 * time.Millisecond})
+	c.advance(t, 250*time.Millisecond)
+	res = c.check(t, c.b, CheckRequest{Locks: spare, TrustKey: brief})
+	wantLock(t, "after TrustTTL", res.Locked, struck)
+}
+
+func confTrustTTLExact(t *testing.T, c *conf) {
+	esc := c.escalation("trustx", 1, []time.Duration{time.Hour}, time.Hour)
+	spare := []LockRef{{Key: esc.Failures[0].LockKey, SpareIfTrusted: true}}
+	trust := c.key("trust", "x")
+	c.fail(t, c.a, esc)
+	c.report(t, c.b, ReportRequest{TrustKey: trust, TrustTTL: 10 * time.Second})
+	c.advance(t, 10*time.Second-time.Millisecond)
+	if res := c.check(t, c.a, CheckRequest{Locks: spare, TrustKey: trust}); res.Locked != nil {
+		t.Errorf("1ms before TrustTTL: got locked %+v, want spared", res.Locked)
+	}
+	c.advance(t, time.Millisecond)
+	if res := c.check(t, c.b, CheckRequest{Locks: spare, TrustKey: trust}); res.Locked == nil {
+		t.Errorf("at TrustTTL: got not locked, want locked")
+	}
+}
+
+func confSuccessClears(t *testing.T, c *conf) {
+	near := c.escalation("near", 3, []time.Duration{time.Minute}, time.Hour)
+	far := c.escalation("far", 3, []time.Duration{time.Minute}, time.Hour)
+	both := Escalation{Failures: append(slices.Clone(near.Failures), far.Failures...), Ladder: near.Ladder, Decay: near.Decay}
+	fail := func(i int) []string {
+		res := c.report(t, c.store(i), ReportRequest{Failure: true, Escalation: both})
+		var keys []string
+		for _, l := range res.Struck {
+			keys = append(keys, l.Key)
+		}
+		return keys
+	}
+	fail(0)
+	fail(1)
+	c.report(t, c.a, ReportRequest{Clear: []string{near.Failures[0].Key}})
+	if got, want := fail(2), []string{far.Failures[0].LockKey}; !slices.Equal(got, want) {
+		t.Errorf("third failure after clearing near: got struck %v, want %v", got, want)
+	}
+	if got := fail(3); len(got) != 0 {
+		t.Errorf("fourth failure: got struck %v, want none", got)
+	}
+	if got, want := fail(4), []string{near.Failures[0].LockKey}; !slices.Equal(got, want) {
+		t.Errorf("fifth failure: got struck %v, want %v", got, want)
+	}
+}
+
+func confReportAnswersLock(t *testing.T, c *conf) {
+	esc := c.escalation("answer", 2, []time.Duration{time.Minute}, time.Hour)
+	lockKey := esc.Failures[0].LockKey
+	c.fail(t, c.a, esc)
+	struck := c.fail(t, c.b, esc).Struck[0]
+
+	res := c.fail(t, c.a, esc)
+	if len(res.Struck) != 0 {
+		t.Errorf("failure that does not strike: got struck %+v", res.Struck)
+	}
+	wantLock(t, "failure that does not strike", res.Locked, struck)
+	res = c.report(t, c.b, ReportRequest{Locks: []LockRef{{Key: c.key("lock", "idle")}, {Key: lockKey}}})
+	wantLock(t, "success", res.Locked, struck)
+	res = c.report(t, c.a, ReportRequest{Failure: true, Escalation: c.escalation("unrelated", 5, esc.Ladder, esc.Decay)})
+	if res.Locked != nil {
+		t.Errorf("report without Locks: got locked %+v, want none", res.Locked)
+	}
+}
+
+func confDenialFailures(t *testing.T, c *conf) {
+	rule := Rule{Key: c.key("log", "denials"), Limit: 1, Window: confWindow}
+	esc := c.escalation("denials", 2, []time.Duration{time.Minute}, time.Hour)
+	lock := []LockRef{{Key: esc.Failures[0].LockKey}}
+	req := CheckRequest{Rules: []Rule{rule}, Locks: lock, DenialFailures: &esc}
+
+	if res := c.check(t, c.a, req); !res.Allowed || len(res.Struck) != 0 {
+		t.Fatalf("first check: got %+v, want allowed, nothing struck", res)
+	}
+	res := c.check(t, c.b, req)
+	if res.Allowed || res.Locked != nil || len(res.Struck) != 0 {
+		t.Fatalf("first denial: got %+v, want a rate-limit denial, nothing struck", res)
+	}
+	res = c.check(t, c.a, req)
+	if res.Allowed || res.Locked != nil || res.Rules[0].Allowed || res.Rules[0].RetryAfter <= 0 {
+		t.Errorf("second denial: got %+v, want a rate-limit denial with RetryAfter", res)
+	}
+	if len(res.Struck) != 1 {
+		t.Fatalf("second denial: got struck %+v, want one strike", res.Struck)
+	}
+	wantLock(t, "second denial", &res.Struck[0], struckState(esc, 1, res.Now))
+	next := c.check(t, c.b, req)
+	wantLock(t, "check after the strike", next.Locked, res.Struck[0])
+	if next.Allowed || len(next.Struck) != 0 {
+		t.Errorf("check after the strike: got %+v, want denied, nothing struck", next)
+	}
+
+	// A shadow rule that would deny is no denial and records no failure.
+	shadow := Rule{Key: c.key("log", "denialshadow"), Limit: 1, Window: confWindow, Shadow: true}
+	quick := c.escalation("denialshadow", 1, []time.Duration{time.Minute}, time.Hour)
+	for i := range 3 {
+		res := c.check(t, c.store(i), CheckRequest{Rules: []Rule{shadow}, DenialFailures: &quick})
+		if !res.Allowed || len(res.Struck) != 0 {
+			t.Errorf("shadow check %d: got %+v, want allowed, nothing struck", i, res)
+		}
+	}
+}
+
+func confUnlock(t *testing.T, c *conf) {
+	esc := c.escalation("unlock", 2, []time.Duration{time.Minute, 5 * time.Minute}, time.Hour)
+	lockKey, failKey := esc.Failures[0].LockKey, esc.Failures[0].Key
+	req := UnlockRequest{Locks: []string{lockKey}, Failures: []string{failKey}}
+	if c.unlock(t, c.a, req) {
+		t.Errorf("unlock with nothing locked: got true, want false")
+	}
+	c.fail(t, c.a, esc)
+	wantStrike(t, "first strike", c.fail(t, c.b, esc), esc, 1)
+	if !c.unlock(t, c.a, req) {
+		t.Errorf("unlock of an active lock: got false, want true")
+	}
+	if res := c.check(t, c.b, CheckRequest{Locks: []LockRef{{Key: lockKey}}}); res.Locked != nil {
+		t.Errorf("after unlock: got locked %+v", res.Locked)
+	}
+	if got := c.lockouts(t, c.a); len(got) != 0 {
+		t.Errorf("after unlock: got lockouts %+v, want none", got)
+	}
+	if c.unlock(t, c.b, req) {
+		t.Errorf("second unlock: got true, want false")
+	}
+	// The level was reset.
+	c.fail(t, c.a, esc)
+	wantStrike(t, "strike after unlock", c.fail(t, c.b, esc), esc, 1)
+
+	// Unlock deletes failure logs even with no lock named.
+	c.fail(t, c.a, esc)
+	if c.unlock(t, c.b, UnlockRequest{Failures: []string{failKey}}) {
+		t.Errorf("unlock of failures only: got true, want false")
+	}
+	if res := c.fail(t, c.a, esc); len(res.Struck) != 0 {
+		t.Errorf("first failure after the log was deleted: got struck %+v, want none", res.Struck)
+	}
+	wantStrike(t, "second failure: level kept", c.fail(t, c.b, esc), esc, 2)
+
+	// Unlocking an ended lockout whose level has not decayed reports false
+	// but still resets the level.
+	ended := c.escalation("ended", 1, []time.Duration{100 * time.Millisecond, time.Minute}, time.Hour)
+	wantStrike(t, "short strike", c.fail(t, c.a, ended), ended, 1)
+	c.advance(t, 150*time.Millisecond)
+	if c.unlock(t, c.b, UnlockRequest{Locks: []string{ended.Failures[0].LockKey}}) {
+		t.Errorf("unlock of an ended lockout: got true, want false")
+	}
+	wantStrike(t, "strike after unlocking an ended lockout", c.fail(t, c.a, ended), ended, 1)
+}
+
+func confLockouts(t *testing.T, c *conf) {
+	ladders := []time.Duration{500 * time.Millisecond, time.Minute, 2 * time.Minute}
+	var want []LockState
+	for i, d := range ladders {
+		esc := c.escalation("listed"+string(rune('a'+i)), 1, []time.Duration{d}, time.Hour)
+		if i == 1 {
+			esc.Failures[0].Info = strings.Repeat("i", 512)
+		}
+		res := c.fail(t, c.store(i), esc)
+		wantStrike(t, "strike", res, esc, 1)
+		want = append(want, res.Struck[0])
+	}
+	slices.Reverse(want) // Until descending
+	for i, s := range []Store{c.a, c.b} {
+		got := c.lockouts(t, s)
+		if len(got) != len(want) {
+			t.Fatalf("store %d: got %d lockouts %+v, want %d", i, len(got), got, len(want))
+		}
+		for j := range want {
+			wantLock(t, "listed lockout", &got[j], want[j])
+		}
+	}
+	c.advance(t, 600*time.Millisecond)
+	got := c.lockouts(t, c.b)
+	if len(got) != 2 {
+		t.Fatalf("after the shortest ended: got %d lockouts %+v, want 2", len(got), got)
+	}
+	for j := range got {
+		wantLock(t, "listed lockout", &got[j], want[j])
+	}
+}
+
+func confConcurrentStrikes(t *testing.T, c *conf) {
+	const (
+		workers = 32
+		reports = 2
+		limit   = 4
+	)
+	ladder := make([]time.Duration, 20)
+	for i := range ladder {
+		ladder[i] = time.Duration(i+1) * time.Minute
+	}
+	esc := c.escalation("parallel", limit, ladder, time.Hour)
+	type outcome struct {
+		levels []int
+		err    error
+	}
+	out := make(chan outcome, workers)
+	start := make(chan struct{})
+	for w := range workers {
+		go func() {
+			var o outcome
+			<-start
+			for range reports {
+				res, err := c.store(w).Report(context.Background(), &ReportRequest{
+					Failure: true, Escalation: esc, Nonce: freshNonce(),
+				})
+				if err != nil {
+					o.err = err
+					break
+				}
+				for _, l := range res.Struck {
+					o.levels = append(o.levels, l.Level)
+				}
+			}
+			out <- o
+		}()
+	}
+	close(start)
+	var levels []int
+	for range workers {
+		o := <-out
+		if o.err != nil {
+			t.Errorf("Report: %v", o.err)
+		}
+		levels = append(levels, o.levels...)
+	}
+	slices.Sort(levels)
+	want := make([]int, workers*reports/limit)
+	for i := range want {
+		want[i] = i + 1
+	}
+	if !slices.Equal(levels, want) {
+		t.Errorf("%d concurrent failures, limit %d: got strike levels %v, want %v", workers*reports, limit, levels, want)
+	}
+}
