@@ -29,8 +29,8 @@ func (c *conf) fail(t *testing.T, s Store, esc Escalation) ReportResult {
 	})
 }
 
-// struckState is the lock a strike at now on level with step d sets.
-func struckState(esc Escalation, level int, now time.Time) LockState {
+// confStruckState is the lock a strike at now on level with step d sets.
+func confStruckState(esc Escalation, level int, now time.Time) LockState {
 	f := esc.Failures[0]
 	return LockState{
 		Key: f.LockKey, Level: level, Since: now,
@@ -38,15 +38,15 @@ func struckState(esc Escalation, level int, now time.Time) LockState {
 	}
 }
 
-// wantStrike checks that res struck exactly one lock, at level.
-func wantStrike(t *testing.T, what string, res ReportResult, esc Escalation, level int) {
+// confWantStrike checks that res struck exactly one lock, at level.
+func confWantStrike(t *testing.T, what string, res ReportResult, esc Escalation, level int) {
 	t.Helper()
 	if len(res.Struck) != 1 {
 		t.Fatalf("%s: got struck %+v, want one strike at level %d", what, res.Struck, level)
 	}
-	want := struckState(esc, level, res.Now)
-	wantLock(t, what+" (Struck)", &res.Struck[0], want)
-	wantLock(t, what+" (Locked)", res.Locked, want)
+	want := confStruckState(esc, level, res.Now)
+	confWantLock(t, what+" (Struck)", &res.Struck[0], want)
+	confWantLock(t, what+" (Locked)", res.Locked, want)
 }
 
 func confStrikeLadder(t *testing.T, c *conf) {
@@ -62,44 +62,44 @@ func confStrikeLadder(t *testing.T, c *conf) {
 				t.Errorf("round %d failure %d: got locked %+v, want none", round, i+1, res.Locked)
 			}
 			if current != nil {
-				wantLock(t, "failure while locked", res.Locked, *current)
+				confWantLock(t, "failure while locked", res.Locked, *current)
 			}
 		}
 		res := c.fail(t, c.store(round), esc)
-		wantStrike(t, "third failure", res, esc, level)
+		confWantStrike(t, "third failure", res, esc, level)
 		current = res.Locked
 	}
 }
 
 func confDecay(t *testing.T, c *conf) {
 	esc := c.escalation("decay", 1, []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond}, 300*time.Millisecond)
-	wantStrike(t, "first strike", c.fail(t, c.a, esc), esc, 1)
+	confWantStrike(t, "first strike", c.fail(t, c.a, esc), esc, 1)
 	c.advance(t, 100*time.Millisecond)
 	res := c.check(t, c.b, CheckRequest{Locks: []LockRef{{Key: esc.Failures[0].LockKey}}})
 	if res.Locked != nil || !res.Allowed {
 		t.Errorf("after the level-1 lockout ended: got %+v, want allowed, not locked", res)
 	}
-	wantStrike(t, "strike within decay", c.fail(t, c.b, esc), esc, 2)
+	confWantStrike(t, "strike within decay", c.fail(t, c.b, esc), esc, 2)
 	c.advance(t, 450*time.Millisecond)
-	wantStrike(t, "strike after decay", c.fail(t, c.a, esc), esc, 1)
+	confWantStrike(t, "strike after decay", c.fail(t, c.a, esc), esc, 1)
 }
 
 func confDecayExact(t *testing.T, c *conf) {
 	const decay = time.Hour
 	esc := c.escalation("decayx", 1, []time.Duration{time.Minute, 2 * time.Minute, 3 * time.Minute}, decay)
-	wantStrike(t, "first strike", c.fail(t, c.a, esc), esc, 1)
+	confWantStrike(t, "first strike", c.fail(t, c.a, esc), esc, 1)
 	c.advance(t, decay-time.Millisecond)
-	wantStrike(t, "strike 1ms before decay", c.fail(t, c.b, esc), esc, 2)
+	confWantStrike(t, "strike 1ms before decay", c.fail(t, c.b, esc), esc, 2)
 	c.advance(t, decay)
-	wantStrike(t, "strike exactly at decay", c.fail(t, c.a, esc), esc, 1)
+	confWantStrike(t, "strike exactly at decay", c.fail(t, c.a, esc), esc, 1)
 
 	// The decay rule applies first even while a long lockout is active.
 	long := c.escalation("decaylong", 1, []time.Duration{2 * time.Hour, 4 * time.Hour}, decay)
-	wantStrike(t, "first long strike", c.fail(t, c.a, long), long, 1)
+	confWantStrike(t, "first long strike", c.fail(t, c.a, long), long, 1)
 	c.advance(t, decay)
-	wantStrike(t, "strike while locked, decay old", c.fail(t, c.b, long), long, 1)
+	confWantStrike(t, "strike while locked, decay old", c.fail(t, c.b, long), long, 1)
 	c.advance(t, decay-time.Millisecond)
-	wantStrike(t, "strike while locked, within decay", c.fail(t, c.a, long), long, 2)
+	confWantStrike(t, "strike while locked, within decay", c.fail(t, c.a, long), long, 2)
 }
 
 func confCheckWhileLocked(t *testing.T, c *conf) {
@@ -109,7 +109,7 @@ func confCheckWhileLocked(t *testing.T, c *conf) {
 	empty := Rule{Key: c.key("log", "lockedempty"), Limit: 1, Window: confWindow}
 	first := c.check(t, c.a, CheckRequest{Rules: []Rule{rule, full}})
 	c.check(t, c.b, CheckRequest{Rules: []Rule{rule}})
-	t0 := ms(first.Now)
+	t0 := confMs(first.Now)
 
 	short := c.escalation("short", 1, []time.Duration{time.Minute}, time.Hour)
 	long := c.escalation("long", 1, []time.Duration{5 * time.Minute}, time.Hour)
@@ -125,18 +125,18 @@ func confCheckWhileLocked(t *testing.T, c *conf) {
 		res := c.check(t, c.store(i), CheckRequest{
 			Rules: []Rule{rule, full, empty}, Locks: locks, DenialFailures: &other,
 		})
-		now := ms(res.Now)
+		now := confMs(res.Now)
 		if res.Allowed || len(res.Struck) != 0 {
 			t.Fatalf("check %d while locked: got allowed %v struck %+v, want denied, nothing struck", i, res.Allowed, res.Struck)
 		}
-		wantLock(t, "lock that ends last", res.Locked, struck.Struck[0])
-		wantRule(t, "rule with room", res.Rules[0], RuleResult{
-			Allowed: true, Count: 2, Remaining: 3, Reset: msDur(t0 + w - now),
+		confWantLock(t, "lock that ends last", res.Locked, struck.Struck[0])
+		confWantRule(t, "rule with room", res.Rules[0], RuleResult{
+			Allowed: true, Count: 2, Remaining: 3, Reset: confMsDur(t0 + w - now),
 		})
-		wantRule(t, "full rule", res.Rules[1], RuleResult{
-			Count: 1, Remaining: 0, Reset: msDur(t0 + w - now), RetryAfter: msDur(t0 + w - now),
+		confWantRule(t, "full rule", res.Rules[1], RuleResult{
+			Count: 1, Remaining: 0, Reset: confMsDur(t0 + w - now), RetryAfter: confMsDur(t0 + w - now),
 		})
-		wantRule(t, "empty rule", res.Rules[2], RuleResult{Allowed: true, Count: 0, Remaining: 1})
+		confWantRule(t, "empty rule", res.Rules[2], RuleResult{Allowed: true, Count: 0, Remaining: 1})
 	}
 	// Neither the locked checks nor their rule denials recorded anything.
 	res := c.check(t, c.a, CheckRequest{Rules: []Rule{rule}, Locks: []LockRef{{Key: other.Failures[0].LockKey}}})
@@ -150,10 +150,10 @@ func confLockEndsAtUntil(t *testing.T, c *conf) {
 	lock := []LockRef{{Key: esc.Failures[0].LockKey}}
 	c.fail(t, c.a, esc)
 	struck := c.fail(t, c.b, esc)
-	wantStrike(t, "strike", struck, esc, 1)
+	confWantStrike(t, "strike", struck, esc, 1)
 	c.advance(t, time.Minute-time.Millisecond)
 	res := c.check(t, c.a, CheckRequest{Locks: lock})
-	wantLock(t, "1ms before Until", res.Locked, struck.Struck[0])
+	confWantLock(t, "1ms before Until", res.Locked, struck.Struck[0])
 	if res.Allowed {
 		t.Errorf("1ms before Until: got allowed, want denied")
 	}
@@ -182,7 +182,7 @@ func confSpareIfTrusted(t *testing.T, c *conf) {
 	trusted, stranger := c.key("trust", "dev"), c.key("trust", "other")
 
 	res := c.check(t, c.b, CheckRequest{Locks: spare, TrustKey: trusted})
-	wantLock(t, "before any success", res.Locked, struck)
+	confWantLock(t, "before any success", res.Locked, struck)
 
 	rep := c.report(t, c.a, ReportRequest{Locks: spare, TrustKey: trusted, TrustTTL: time.Minute})
 	if rep.Locked != nil {
@@ -220,7 +220,7 @@ func confSpareIfTrusted(t *testing.T, c *conf) {
 	c.report(t, c.a, ReportRequest{TrustKey: brief, TrustTTL: 150 * time.Millisecond})
 	c.advance(t, 250*time.Millisecond)
 	res = c.check(t, c.b, CheckRequest{Locks: spare, TrustKey: brief})
-	wantLock(t, "after TrustTTL", res.Locked, struck)
+	confWantLock(t, "after TrustTTL", res.Locked, struck)
 }
 
 func confTrustTTLExact(t *testing.T, c *conf) {
@@ -275,9 +275,9 @@ func confReportAnswersLock(t *testing.T, c *conf) {
 	if len(res.Struck) != 0 {
 		t.Errorf("failure that does not strike: got struck %+v", res.Struck)
 	}
-	wantLock(t, "failure that does not strike", res.Locked, struck)
+	confWantLock(t, "failure that does not strike", res.Locked, struck)
 	res = c.report(t, c.b, ReportRequest{Locks: []LockRef{{Key: c.key("lock", "idle")}, {Key: lockKey}}})
-	wantLock(t, "success", res.Locked, struck)
+	confWantLock(t, "success", res.Locked, struck)
 	res = c.report(t, c.a, ReportRequest{Failure: true, Escalation: c.escalation("unrelated", 5, esc.Ladder, esc.Decay)})
 	if res.Locked != nil {
 		t.Errorf("report without Locks: got locked %+v, want none", res.Locked)
@@ -304,9 +304,9 @@ func confDenialFailures(t *testing.T, c *conf) {
 	if len(res.Struck) != 1 {
 		t.Fatalf("second denial: got struck %+v, want one strike", res.Struck)
 	}
-	wantLock(t, "second denial", &res.Struck[0], struckState(esc, 1, res.Now))
+	confWantLock(t, "second denial", &res.Struck[0], confStruckState(esc, 1, res.Now))
 	next := c.check(t, c.b, req)
-	wantLock(t, "check after the strike", next.Locked, res.Struck[0])
+	confWantLock(t, "check after the strike", next.Locked, res.Struck[0])
 	if next.Allowed || len(next.Struck) != 0 {
 		t.Errorf("check after the strike: got %+v, want denied, nothing struck", next)
 	}
@@ -330,7 +330,7 @@ func confUnlock(t *testing.T, c *conf) {
 		t.Errorf("unlock with nothing locked: got true, want false")
 	}
 	c.fail(t, c.a, esc)
-	wantStrike(t, "first strike", c.fail(t, c.b, esc), esc, 1)
+	confWantStrike(t, "first strike", c.fail(t, c.b, esc), esc, 1)
 	if !c.unlock(t, c.a, req) {
 		t.Errorf("unlock of an active lock: got false, want true")
 	}
@@ -345,7 +345,7 @@ func confUnlock(t *testing.T, c *conf) {
 	}
 	// The level was reset.
 	c.fail(t, c.a, esc)
-	wantStrike(t, "strike after unlock", c.fail(t, c.b, esc), esc, 1)
+	confWantStrike(t, "strike after unlock", c.fail(t, c.b, esc), esc, 1)
 
 	// Unlock deletes failure logs even with no lock named.
 	c.fail(t, c.a, esc)
@@ -355,17 +355,17 @@ func confUnlock(t *testing.T, c *conf) {
 	if res := c.fail(t, c.a, esc); len(res.Struck) != 0 {
 		t.Errorf("first failure after the log was deleted: got struck %+v, want none", res.Struck)
 	}
-	wantStrike(t, "second failure: level kept", c.fail(t, c.b, esc), esc, 2)
+	confWantStrike(t, "second failure: level kept", c.fail(t, c.b, esc), esc, 2)
 
 	// Unlocking an ended lockout whose level has not decayed reports false
 	// but still resets the level.
 	ended := c.escalation("ended", 1, []time.Duration{100 * time.Millisecond, time.Minute}, time.Hour)
-	wantStrike(t, "short strike", c.fail(t, c.a, ended), ended, 1)
+	confWantStrike(t, "short strike", c.fail(t, c.a, ended), ended, 1)
 	c.advance(t, 150*time.Millisecond)
 	if c.unlock(t, c.b, UnlockRequest{Locks: []string{ended.Failures[0].LockKey}}) {
 		t.Errorf("unlock of an ended lockout: got true, want false")
 	}
-	wantStrike(t, "strike after unlocking an ended lockout", c.fail(t, c.a, ended), ended, 1)
+	confWantStrike(t, "strike after unlocking an ended lockout", c.fail(t, c.a, ended), ended, 1)
 }
 
 func confLockouts(t *testing.T, c *conf) {
@@ -377,7 +377,7 @@ func confLockouts(t *testing.T, c *conf) {
 			esc.Failures[0].Info = strings.Repeat("i", 512)
 		}
 		res := c.fail(t, c.store(i), esc)
-		wantStrike(t, "strike", res, esc, 1)
+		confWantStrike(t, "strike", res, esc, 1)
 		want = append(want, res.Struck[0])
 	}
 	slices.Reverse(want) // Until descending
@@ -387,7 +387,7 @@ func confLockouts(t *testing.T, c *conf) {
 			t.Fatalf("store %d: got %d lockouts %+v, want %d", i, len(got), got, len(want))
 		}
 		for j := range want {
-			wantLock(t, "listed lockout", &got[j], want[j])
+			confWantLock(t, "listed lockout", &got[j], want[j])
 		}
 	}
 	c.advance(t, 600*time.Millisecond)
@@ -396,7 +396,7 @@ func confLockouts(t *testing.T, c *conf) {
 		t.Fatalf("after the shortest ended: got %d lockouts %+v, want 2", len(got), got)
 	}
 	for j := range got {
-		wantLock(t, "listed lockout", &got[j], want[j])
+		confWantLock(t, "listed lockout", &got[j], want[j])
 	}
 }
 
@@ -423,7 +423,7 @@ func confConcurrentStrikes(t *testing.T, c *conf) {
 			<-start
 			for range reports {
 				res, err := c.store(w).Report(context.Background(), &ReportRequest{
-					Failure: true, Escalation: esc, Nonce: freshNonce(),
+					Failure: true, Escalation: esc, Nonce: confFreshNonce(),
 				})
 				if err != nil {
 					o.err = err

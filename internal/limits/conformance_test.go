@@ -98,8 +98,8 @@ func (c *conf) advance(t *testing.T, d time.Duration) {
 	c.h.Advance(t, d)
 }
 
-// freshNonce returns a fresh nonce of [A-Z2-7], 26 bytes.
-func freshNonce() string { return rand.Text() }
+// confFreshNonce returns a fresh nonce of [A-Z2-7], 26 bytes.
+func confFreshNonce() string { return rand.Text() }
 
 func (c *conf) check(t *testing.T, s Store, req CheckRequest) CheckResult {
 	t.Helper()
@@ -107,7 +107,7 @@ func (c *conf) check(t *testing.T, s Store, req CheckRequest) CheckResult {
 		req.Cost = 1
 	}
 	if req.Nonce == "" {
-		req.Nonce = freshNonce()
+		req.Nonce = confFreshNonce()
 	}
 	res, err := s.Check(context.Background(), &req)
 	if err != nil {
@@ -122,7 +122,7 @@ func (c *conf) check(t *testing.T, s Store, req CheckRequest) CheckResult {
 func (c *conf) report(t *testing.T, s Store, req ReportRequest) ReportResult {
 	t.Helper()
 	if req.Nonce == "" {
-		req.Nonce = freshNonce()
+		req.Nonce = confFreshNonce()
 	}
 	res, err := s.Report(context.Background(), &req)
 	if err != nil {
@@ -157,22 +157,22 @@ func (c *conf) lockouts(t *testing.T, s Store) []LockState {
 	return mine
 }
 
-// ms is the store-clock millisecond of t.
-func ms(t time.Time) int64 { return t.UnixMilli() }
+// confMs is the store-clock millisecond of t.
+func confMs(t time.Time) int64 { return t.UnixMilli() }
 
-// msDur converts a millisecond count to a Duration.
-func msDur(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+// confMsDur converts a millisecond count to a Duration.
+func confMsDur(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 
-// wantRule compares one RuleResult field by field.
-func wantRule(t *testing.T, what string, got, want RuleResult) {
+// confWantRule compares one RuleResult field by field.
+func confWantRule(t *testing.T, what string, got, want RuleResult) {
 	t.Helper()
 	if got != want {
 		t.Errorf("%s: got %+v, want %+v", what, got, want)
 	}
 }
 
-// wantLock compares a LockState, times by instant.
-func wantLock(t *testing.T, what string, got *LockState, want LockState) {
+// confWantLock compares a LockState, times by instant.
+func confWantLock(t *testing.T, what string, got *LockState, want LockState) {
 	t.Helper()
 	if got == nil {
 		t.Errorf("%s: got no lock, want %+v", what, want)
@@ -214,19 +214,19 @@ func confLimitThenDeny(t *testing.T, c *conf) {
 					t.Errorf("attempt %d: got Locked %v Struck %v, want none", i, res.Locked, res.Struck)
 				}
 				if i == 0 {
-					first = ms(res.Now)
+					first = confMs(res.Now)
 				}
 				wantRR := RuleResult{Allowed: want}
 				if want {
 					count += tc.cost
 				} else {
 					// The oldest entries are the first attempt's.
-					wantRR.RetryAfter = msDur(first + confWindow.Milliseconds() - ms(res.Now))
+					wantRR.RetryAfter = confMsDur(first + confWindow.Milliseconds() - confMs(res.Now))
 				}
 				wantRR.Count = count
 				wantRR.Remaining = tc.limit - count
-				wantRR.Reset = msDur(first + confWindow.Milliseconds() - ms(res.Now))
-				wantRule(t, "attempt", res.Rules[0], wantRR)
+				wantRR.Reset = confMsDur(first + confWindow.Milliseconds() - confMs(res.Now))
+				confWantRule(t, "attempt", res.Rules[0], wantRR)
 			}
 		})
 	}
@@ -265,14 +265,14 @@ func confCost(t *testing.T, c *conf) {
 	if !r1.Allowed || !r2.Allowed {
 		t.Fatalf("two cost-2 attempts under limit 5: got %v %v, want both allowed", r1.Allowed, r2.Allowed)
 	}
-	t1, t2 := ms(r1.Now), ms(r2.Now)
+	t1, t2 := confMs(r1.Now), confMs(r2.Now)
 
 	// 4+2 > 5: one entry must leave, the first of the first attempt's two.
 	r3 := c.check(t, c.a, CheckRequest{Rules: []Rule{rule}, Cost: 2})
-	now := ms(r3.Now)
-	wantRule(t, "cost 2 at count 4", r3.Rules[0], RuleResult{
+	now := confMs(r3.Now)
+	confWantRule(t, "cost 2 at count 4", r3.Rules[0], RuleResult{
 		Allowed: false, Count: 4, Remaining: 1,
-		Reset: msDur(t1 + w - now), RetryAfter: msDur(t1 + w - now),
+		Reset: confMsDur(t1 + w - now), RetryAfter: confMsDur(t1 + w - now),
 	})
 	if r3.Allowed {
 		t.Fatalf("cost 2 at count 4: got allowed, want denied")
@@ -280,25 +280,25 @@ func confCost(t *testing.T, c *conf) {
 
 	// 4+1 fits exactly.
 	r4 := c.check(t, c.b, CheckRequest{Rules: []Rule{rule}, Cost: 1})
-	now = ms(r4.Now)
-	wantRule(t, "cost 1 at count 4", r4.Rules[0], RuleResult{
-		Allowed: true, Count: 5, Remaining: 0, Reset: msDur(t1 + w - now),
+	now = confMs(r4.Now)
+	confWantRule(t, "cost 1 at count 4", r4.Rules[0], RuleResult{
+		Allowed: true, Count: 5, Remaining: 0, Reset: confMsDur(t1 + w - now),
 	})
 	c.advance(t, step)
 
 	// 5+3 > 5: three entries must leave; in age order they are t1, t1, t2.
 	r5 := c.check(t, c.a, CheckRequest{Rules: []Rule{rule}, Cost: 3})
-	now = ms(r5.Now)
-	wantRule(t, "cost 3 at count 5", r5.Rules[0], RuleResult{
+	now = confMs(r5.Now)
+	confWantRule(t, "cost 3 at count 5", r5.Rules[0], RuleResult{
 		Allowed: false, Count: 5, Remaining: 0,
-		Reset: msDur(t1 + w - now), RetryAfter: msDur(t2 + w - now),
+		Reset: confMsDur(t1 + w - now), RetryAfter: confMsDur(t2 + w - now),
 	})
 	// 5+5: all five must leave, the last one is r4's.
 	r6 := c.check(t, c.b, CheckRequest{Rules: []Rule{rule}, Cost: 5})
-	now = ms(r6.Now)
-	wantRule(t, "cost 5 at count 5", r6.Rules[0], RuleResult{
+	now = confMs(r6.Now)
+	confWantRule(t, "cost 5 at count 5", r6.Rules[0], RuleResult{
 		Allowed: false, Count: 5, Remaining: 0,
-		Reset: msDur(t1 + w - now), RetryAfter: msDur(ms(r4.Now) + w - now),
+		Reset: confMsDur(t1 + w - now), RetryAfter: confMsDur(confMs(r4.Now) + w - now),
 	})
 }
 
@@ -342,19 +342,19 @@ func confShadow(t *testing.T, c *conf) {
 	if !first.Allowed || first.Rules[1].Count != 1 {
 		t.Fatalf("first attempt: got %+v, want allowed and logged under the shadow rule", first)
 	}
-	t0 := ms(first.Now)
+	t0 := confMs(first.Now)
 	for i := range 3 {
 		res := c.check(t, c.store(i+1), CheckRequest{Rules: []Rule{enforced, shadow}})
-		now := ms(res.Now)
+		now := confMs(res.Now)
 		if !res.Allowed {
 			t.Fatalf("attempt %d: got denied, want allowed (shadow rules never deny)", i+2)
 		}
-		wantRule(t, "enforced", res.Rules[0], RuleResult{
-			Allowed: true, Count: i + 2, Remaining: 5 - (i + 2), Reset: msDur(t0 + w - now),
+		confWantRule(t, "enforced", res.Rules[0], RuleResult{
+			Allowed: true, Count: i + 2, Remaining: 5 - (i + 2), Reset: confMsDur(t0 + w - now),
 		})
-		wantRule(t, "shadow", res.Rules[1], RuleResult{
+		confWantRule(t, "shadow", res.Rules[1], RuleResult{
 			Allowed: false, Count: 1, Remaining: 0,
-			Reset: msDur(t0 + w - now), RetryAfter: msDur(t0 + w - now),
+			Reset: confMsDur(t0 + w - now), RetryAfter: confMsDur(t0 + w - now),
 		})
 	}
 	// A request of shadow rules only is allowed and logs nothing it would deny.
@@ -375,12 +375,12 @@ func confDryRun(t *testing.T, c *conf) {
 	}
 
 	res := c.check(t, c.a, CheckRequest{Rules: []Rule{rule}, DryRun: true})
-	wantRule(t, "dry run on an empty log", res.Rules[0], RuleResult{Allowed: true, Count: 1, Remaining: 2, Reset: confWindow})
+	confWantRule(t, "dry run on an empty log", res.Rules[0], RuleResult{Allowed: true, Count: 1, Remaining: 2, Reset: confWindow})
 	if !res.Allowed {
 		t.Fatalf("dry run on an empty log: got denied")
 	}
 	real1 := c.check(t, c.b, CheckRequest{Rules: []Rule{rule}})
-	t0 := ms(real1.Now)
+	t0 := confMs(real1.Now)
 	if real1.Rules[0].Count != 1 {
 		t.Fatalf("first real attempt after a dry run: got count %d, want 1 (dry run wrote nothing)", real1.Rules[0].Count)
 	}
@@ -389,12 +389,12 @@ func confDryRun(t *testing.T, c *conf) {
 	// Full: a dry run is denied like the real attempt, with the same numbers,
 	// and even with DenialFailures records no failure.
 	dry := c.check(t, c.b, CheckRequest{Rules: []Rule{rule}, DryRun: true, DenialFailures: esc, Locks: []LockRef{{Key: lock}}})
-	now := ms(dry.Now)
+	now := confMs(dry.Now)
 	if dry.Allowed || len(dry.Struck) != 0 {
 		t.Fatalf("dry run on a full log: got %+v, want denied, nothing struck", dry)
 	}
-	wantRule(t, "dry run on a full log", dry.Rules[0], RuleResult{
-		Count: 3, Remaining: 0, Reset: msDur(t0 + w - now), RetryAfter: msDur(t0 + w - now),
+	confWantRule(t, "dry run on a full log", dry.Rules[0], RuleResult{
+		Count: 3, Remaining: 0, Reset: confMsDur(t0 + w - now), RetryAfter: confMsDur(t0 + w - now),
 	})
 	after := c.check(t, c.a, CheckRequest{Rules: []Rule{rule}, Locks: []LockRef{{Key: lock}}})
 	if after.Locked != nil {
@@ -427,7 +427,7 @@ func confWindowEdgeExact(t *testing.T, c *conf) {
 	if denied.Allowed {
 		t.Fatalf("third attempt: got allowed, want denied")
 	}
-	wantRetry := msDur(ms(r1.Now) + w.Milliseconds() - ms(denied.Now))
+	wantRetry := confMsDur(confMs(r1.Now) + w.Milliseconds() - confMs(denied.Now))
 	if got := denied.Rules[0].RetryAfter; got != 500*time.Millisecond || got != wantRetry {
 		t.Fatalf("RetryAfter: got %v, want 500ms (%v)", got, wantRetry)
 	}
@@ -436,7 +436,7 @@ func confWindowEdgeExact(t *testing.T, c *conf) {
 	if early.Allowed {
 		t.Fatalf("1ms before RetryAfter: got allowed, want denied")
 	}
-	wantRule(t, "1ms before RetryAfter", early.Rules[0], RuleResult{
+	confWantRule(t, "1ms before RetryAfter", early.Rules[0], RuleResult{
 		Count: 2, Remaining: 0, Reset: time.Millisecond, RetryAfter: time.Millisecond,
 	})
 	c.advance(t, time.Millisecond)
@@ -445,7 +445,7 @@ func confWindowEdgeExact(t *testing.T, c *conf) {
 	if !ok.Allowed {
 		t.Fatalf("at RetryAfter: got denied, want allowed")
 	}
-	wantRule(t, "at RetryAfter", ok.Rules[0], RuleResult{
+	confWantRule(t, "at RetryAfter", ok.Rules[0], RuleResult{
 		Allowed: true, Count: 2, Remaining: 0, Reset: 300 * time.Millisecond,
 	})
 }
@@ -463,7 +463,7 @@ func confWindowEdgeTolerant(t *testing.T, c *conf) {
 		t.Skip("second attempt came after the window; backend too slow for this case")
 	}
 	retry := denied.Rules[0].RetryAfter
-	if want := msDur(ms(first.Now) + w.Milliseconds() - ms(denied.Now)); retry != want || retry <= 0 || retry > w {
+	if want := confMsDur(confMs(first.Now) + w.Milliseconds() - confMs(denied.Now)); retry != want || retry <= 0 || retry > w {
 		t.Fatalf("RetryAfter: got %v, want %v within (0, %v]", retry, want, w)
 	}
 	c.advance(t, retry+30*time.Millisecond)
@@ -535,7 +535,7 @@ func confConcurrentStrictness(t *testing.T, c *conf) {
 					n := 0
 					<-start
 					for range attempts {
-						res, err := s.Check(context.Background(), &CheckRequest{Rules: tc.rules(w), Cost: 1, Nonce: freshNonce()})
+						res, err := s.Check(context.Background(), &CheckRequest{Rules: tc.rules(w), Cost: 1, Nonce: confFreshNonce()})
 						if err != nil {
 							errs <- err
 							continue
