@@ -1,0 +1,253 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// PGConfig configures PGStore; zero fields get the documented defaults.
+type PGConfig struct {
+	// Retention is how long events are kept; Maintain drops every daily
+	// partition that ends before now-Retention. Default 2160h (90 days).
+	Retention time.Duration
+	// PartitionsAhead is how many days after today get a partition ahead of
+	// time. Default 3.
+	PartitionsAhead int
+	// MaintenanceInterval is how often RunMaintenance runs Maintain.
+	// Default 1h.
+	MaintenanceInterval time.Duration
+	// Now is the clock for RunMaintenance. Default time.Now.
+	Now func() time.Time
+	// OnMaintain, if set, receives every Maintain's report (for the
+	// default-partition metric and alert).
+	OnMaintain func(MaintenanceReport)
+}
+
+// PGStore is the Postgres Store: the partitioned audit_events table created
+// by the migrations. It is safe for concurrent use.
+type PGStore struct {
+	logger *slog.Logger
+	pool   *pgxpool.Pool
+	cfg    PGConfig
+
+	defaultRows atomic.Int64
+}
+
+// NewPGStore returns a store over pool, whose database must be migrated
+// (Migrate up).
+func NewPGStore(logger *slog.Logger, pool *pgxpool.Pool, cfg PGConfig) *PGStore {
+	if cfg.Retention <= 0 {
+		cfg.Retention = 2160 * time.Hour
+	}
+	if cfg.PartitionsAhead <= 0 {
+		cfg.PartitionsAhead = 3
+	}
+	if cfg.MaintenanceInterval <= 0 {
+		cfg.MaintenanceInterval = time.Hour
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &PGStore{logger: logger, pool: pool, cfg: cfg}
+}
+
+// eventColumns is the COPY column list; eventRow must match it.
+var eventColumns = []string{
+	"at", "id", "kind", "action", "decision", "reason", "outcome", "user_id",
+	"ip", "ip_addr", "device", "rule", "retry_after_ms", "lockout_until",
+	"degraded", "dry_run", "api_key", "decision_id", "instance", "note",
+}
+
+const selectColumns = `at, id, kind, action, decision, reason, outcome, user_id,
+	ip, device, rule, retry_after_ms, lockout_until, degraded, dry_run, api_key,
+	decision_id, instance, note`
+
+func eventRow(e Event) []any {
+	var addr any
+	if a, ok := eventAddr(e.IP); ok {
+		addr = a
+	}
+	return []any{
+		e.At, e.ID, e.Kind, nullText(e.Action), nullText(e.Decision),
+		nullText(e.Reason), nullText(e.Outcome), nullText(e.User),
+		nullText(e.IP), addr, nullText(e.Device), nullText(e.Rule),
+		e.RetryAfterMs, e.LockoutUntil, e.Degraded, e.DryRun,
+		nullText(e.APIKey), nullText(e.DecisionID), nullText(e.Instance),
+		nullText(e.Note),
+	}
+}
+
+func nullText(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// Insert writes events in one transaction: COPY into a per-connection
+// temporary staging table, then one INSERT ... SELECT ... ON CONFLICT DO
+// NOTHING into audit_events. COPY alone would fail the whole batch on one
+// duplicate; the staging step keeps COPY's speed and makes a replayed batch
+// (same id, same at) a no-op. On error nothing of the batch is written.
+func (s *PGStore) Insert(ctx context.Context, events []Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("audit insert: begin: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+	// ON COMMIT DELETE ROWS empties it for the next batch on this
+	// connection without the catalog churn of creating a table per batch.
+	if _, err := tx.Exec(ctx, `CREATE TEMPORARY TABLE IF NOT EXISTS audit_events_staging
+		(LIKE audit_events INCLUDING DEFAULTS) ON COMMIT DELETE ROWS`); err != nil {
+		return fmt.Errorf("audit insert: staging table: %w", err)
+	}
+	i := 0
+	src := pgx.CopyFromFunc(func() ([]any, error) {
+		if i == len(events) {
+			return nil, nil
+		}
+		e := normalize(events[i])
+		i++
+		return eventRow(e), nil
+	})
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"audit_events_staging"}, eventColumns, src); err != nil {
+		return fmt.Errorf("audit insert: copy: %w", err)
+	}
+	cols := strings.Join(eventColumns, ", ")
+	if _, err := tx.Exec(ctx, `INSERT INTO audit_events (`+cols+`)
+		SELECT `+cols+` FROM audit_events_staging ON CONFLICT DO NOTHING`); err != nil {
+		return fmt.Errorf("audit insert: from staging: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("audit insert: commit: %w", err)
+	}
+	return nil
+}
+
+// Query returns one page of matching events, newest first (ties by ID
+// descending), using the keyset (at, id) < cursor, never OFFSET.
+func (s *PGStore) Query(ctx context.Context, f Filter) (Page, error) {
+	f, err := checkFilter(f)
+	if err != nil {
+		return Page{}, err
+	}
+	sql, args := buildQuery(f, f.Limit+1)
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return Page{}, fmt.Errorf("audit query: %w", err)
+	}
+	defer rows.Close()
+	var page Page
+	for rows.Next() {
+		e, err := scanEvent(rows)
+		if err != nil {
+			return Page{}, fmt.Errorf("audit query: scan: %w", err)
+		}
+		page.Events = append(page.Events, e)
+	}
+	if err := rows.Err(); err != nil {
+		return Page{}, fmt.Errorf("audit query: %w", err)
+	}
+	if len(page.Events) > f.Limit {
+		page.Events = page.Events[:f.Limit]
+		last := page.Events[f.Limit-1]
+		page.Next = &Cursor{At: last.At, ID: last.ID}
+	}
+	return page, nil
+}
+
+// Stream calls fn for every matching event, newest first, in keyset pages of
+// MaxLimit: constant memory, and no connection or snapshot is held while fn
+// (typically an HTTP client) is slow. f.Limit is ignored; f.Cursor, when
+// set, starts after it.
+func (s *PGStore) Stream(ctx context.Context, f Filter, fn func(Event) error) error {
+	return streamPages(ctx, s, f, fn)
+}
+
+// Ping reports whether Postgres answers.
+func (s *PGStore) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("audit ping: %w", err)
+	}
+	return nil
+}
+
+// buildQuery states matches() in SQL. Equality filters and the ordering
+// line up with the (column, at DESC, id DESC) indexes of the migrations.
+func buildQuery(f Filter, limit int) (string, []any) {
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
+	}
+	for _, c := range []struct{ col, v string }{
+		{"user_id", f.User}, {"device", f.Device}, {"action", f.Action},
+		{"decision", f.Decision}, {"reason", f.Reason}, {"kind", f.Kind},
+	} {
+		if c.v != "" {
+			add(c.col+" = ?", c.v)
+		}
+	}
+	if f.IP.IsValid() {
+		if f.IP.IsSingleIP() {
+			add("ip_addr = ?", f.IP.Addr())
+		} else {
+			add("ip_addr <<= ?", f.IP)
+		}
+	}
+	if !f.Since.IsZero() {
+		add("at >= ?", f.Since)
+	}
+	if !f.Until.IsZero() {
+		add("at < ?", f.Until)
+	}
+	if !f.LockedAfter.IsZero() {
+		add("lockout_until > ?", f.LockedAfter)
+	}
+	if f.Cursor != nil {
+		args = append(args, f.Cursor.At, f.Cursor.ID)
+		where = append(where, fmt.Sprintf("(at, id) < ($%d, $%d)", len(args)-1, len(args)))
+	}
+	sql := "SELECT " + selectColumns + " FROM audit_events"
+	if len(where) > 0 {
+		sql += " WHERE " + strings.Join(where, " AND ")
+	}
+	args = append(args, limit)
+	sql += fmt.Sprintf(" ORDER BY at DESC, id DESC LIMIT $%d", len(args))
+	return sql, args
+}
+
+func scanEvent(rows pgx.Rows) (Event, error) {
+	var (
+		e                                                Event
+		action, decision, reason, outcome, user, ip, dev *string
+		rule, apiKey, decisionID, instance, note         *string
+	)
+	err := rows.Scan(&e.At, &e.ID, &e.Kind, &action, &decision, &reason,
+		&outcome, &user, &ip, &dev, &rule, &e.RetryAfterMs, &e.LockoutUntil,
+		&e.Degraded, &e.DryRun, &apiKey, &decisionID, &instance, &note)
+	if err != nil {
+		return Event{}, err
+	}
+	e.Action, e.Decision, e.Reason, e.Outcome = deref(action), deref(decision), deref(reason), deref(outcome)
+	e.User, e.IP, e.Device, e.Rule = deref(user), deref(ip), deref(dev), deref(rule)
+	e.APIKey, e.DecisionID, e.Instance, e.Note = deref(apiKey), deref(decisionID), deref(instance), deref(note)
+	e.At = e.At.UTC()
+	if e.LockoutUntil != nil {
+		lu := e.LockoutUntil.UTC()
+		e.LockoutUntil = &lu
+	}
+	return e, nil
+}
