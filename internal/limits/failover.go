@@ -1,0 +1,359 @@
+package limits
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// FailoverConfig configures NewFailover. Zero (or negative) fields get the
+// defaults stated on each field.
+type FailoverConfig struct {
+	// Budget bounds every call to the primary store, probes included
+	// (default 50ms). A call that has not answered within Budget is answered
+	// from the fallback instead and counts as a failure.
+	Budget time.Duration
+	// FailureThreshold is the number of consecutive primary failures or
+	// timeouts that open the breaker (default 3).
+	FailureThreshold int
+	// ProbeInterval is the pause between background PINGs of the primary
+	// (default 500ms). While the breaker is closed a failing probe counts
+	// as a failure, so an idle instance still notices an outage; while it
+	// is open, probes decide when to return to the primary.
+	ProbeInterval time.Duration
+	// RecoverAfter is the number of consecutive good probes that close an
+	// open breaker (default 2).
+	RecoverAfter int
+	// FleetSize is the number of Guard instances sharing the primary
+	// (default 1). While degraded every limit, attempt and failure rules
+	// alike, is divided by it (rounded up, at least 1), so the fleet's
+	// local fallbacks together admit about what the primary would.
+	FleetSize int
+	// Now is the clock used for transition times (default time.Now).
+	Now func() time.Time
+}
+
+// FailoverEvents are optional hooks through which the owner of a
+// FailoverStore wires alerts and metrics. Hooks run synchronously on the
+// goroutine that caused the event, transitions serialised in order, so they
+// must be quick and must not block (hand slow work to a queue).
+type FailoverEvents struct {
+	// OnStateChange is called once per transition: up=false when the
+	// breaker opens (since is the moment it opened, cause the error that
+	// tripped it), up=true when it closes again (since is the moment it
+	// closed, cause nil).
+	OnStateChange func(up bool, since time.Time, cause error)
+	// OnBreakerState is called with every new breaker state.
+	OnBreakerState func(state BreakerState)
+	// OnPrimaryError is called for every failed or timed-out call or probe
+	// of the primary (calls cancelled by their caller excluded).
+	OnPrimaryError func(err error)
+}
+
+// FailoverStore is a Store that answers from a primary (Redis) within a
+// per-call budget and from a local fallback (memory) when the primary fails,
+// times out or is known to be down. It never returns the primary's errors
+// to its caller: a failed call is answered from the fallback (or, per
+// request, allowed or denied with Unavailable set) and marked Degraded.
+//
+// The fallback's state is its own: limits, failure logs, lockouts and
+// trusted devices recorded while degraded live in this instance only and are
+// not copied to the primary when it returns.
+type FailoverStore struct {
+	logger   *slog.Logger
+	cfg      FailoverConfig
+	primary  Store
+	fallback Store
+	events   FailoverEvents
+
+	state    atomic.Int32 // a BreakerState
+	failures atomic.Int64 // consecutive primary failures while closed
+
+	mu         sync.Mutex // serialises transitions and their hooks
+	goodProbes int
+	openedAt   time.Time
+
+	stop      context.CancelFunc
+	stopped   context.Context
+	probeDone chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// NewFailover wraps primary with a breaker and fallback and starts the
+// background prober; Close stops it and closes both stores. The breaker
+// starts closed (the primary is presumed up until calls or probes fail).
+func NewFailover(logger *slog.Logger, cfg FailoverConfig, primary Store, fallback Store, events FailoverEvents) *FailoverStore {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Budget <= 0 {
+		cfg.Budget = 50 * time.Millisecond
+	}
+	if cfg.FailureThreshold <= 0 {
+		cfg.FailureThreshold = 3
+	}
+	if cfg.ProbeInterval <= 0 {
+		cfg.ProbeInterval = 500 * time.Millisecond
+	}
+	if cfg.RecoverAfter <= 0 {
+		cfg.RecoverAfter = 2
+	}
+	if cfg.FleetSize <= 0 {
+		cfg.FleetSize = 1
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &FailoverStore{
+		logger:    logger,
+		cfg:       cfg,
+		primary:   primary,
+		fallback:  fallback,
+		events:    events,
+		stop:      cancel,
+		stopped:   ctx,
+		probeDone: make(chan struct{}),
+	}
+	go f.probeLoop()
+	return f
+}
+
+// Degraded reports whether the breaker is open or half-open, that is
+// whether decisions currently come from the local fallback.
+func (f *FailoverStore) Degraded() bool {
+	return f.State() != BreakerClosed
+}
+
+// State returns the breaker's current state.
+func (f *FailoverStore) State() BreakerState {
+	return BreakerState(f.state.Load())
+}
+
+// Check decides one attempt on the primary within the budget, or on the
+// fallback (limits divided by FleetSize) when the primary is down, failing
+// or slow; see FailoverStore. Per request, OnFailure FailAllow/FailDeny
+// answer Allowed true/false with Unavailable and Degraded set and empty
+// Rules instead of consulting the fallback. The only errors are the
+// caller's context ending and a request the fallback also rejects.
+func (f *FailoverStore) Check(ctx context.Context, req *CheckRequest) (CheckResult, error) {
+	if !f.Degraded() {
+		pctx, cancel := context.WithTimeout(ctx, f.cfg.Budget)
+		res, err := f.primary.Check(pctx, req)
+		cancel()
+		if err == nil {
+			f.succeeded()
+			return res, nil
+		}
+		if ctx.Err() != nil {
+			return CheckResult{}, fmt.Errorf("check: %w", ctx.Err())
+		}
+		f.primaryError(err)
+		return f.checkDegraded(ctx, req, err)
+	}
+	return f.checkDegraded(ctx, req, nil)
+}
+
+// checkDegraded answers req without the primary. A non-nil cause is the
+// primary failure that sent the call here; it counts toward the breaker
+// only once the fallback has accepted the request, so a request that every
+// store rejects (a caller bug) cannot open the breaker.
+func (f *FailoverStore) checkDegraded(ctx context.Context, req *CheckRequest, cause error) (CheckResult, error) {
+	if req.OnFailure == FailAllow || req.OnFailure == FailDeny {
+		f.countFailure(cause)
+		return CheckResult{
+			Now:         f.cfg.Now(),
+			Allowed:     req.OnFailure == FailAllow,
+			Degraded:    true,
+			Unavailable: true,
+		}, nil
+	}
+	res, err := f.fallback.Check(context.WithoutCancel(ctx), f.shareCheck(req))
+	if err != nil {
+		return CheckResult{}, fmt.Errorf("fallback check: %w", err)
+	}
+	f.countFailure(cause)
+	res.Degraded = true
+	return res, nil
+}
+
+// Report records an outcome on the primary within the budget, or on the
+// fallback (failure limits divided by FleetSize); OnFailure FailAllow and
+// FailDeny record nothing and answer with Unavailable and Degraded set.
+// Errors as for Check.
+func (f *FailoverStore) Report(ctx context.Context, req *ReportRequest) (ReportResult, error) {
+	if !f.Degraded() {
+		pctx, cancel := context.WithTimeout(ctx, f.cfg.Budget)
+		res, err := f.primary.Report(pctx, req)
+		cancel()
+		if err == nil {
+			f.succeeded()
+			return res, nil
+		}
+		if ctx.Err() != nil {
+			return ReportResult{}, fmt.Errorf("report: %w", ctx.Err())
+		}
+		f.primaryError(err)
+		return f.reportDegraded(ctx, req, err)
+	}
+	return f.reportDegraded(ctx, req, nil)
+}
+
+func (f *FailoverStore) reportDegraded(ctx context.Context, req *ReportRequest, cause error) (ReportResult, error) {
+	if req.OnFailure == FailAllow || req.OnFailure == FailDeny {
+		f.countFailure(cause)
+		return ReportResult{Now: f.cfg.Now(), Degraded: true, Unavailable: true}, nil
+	}
+	res, err := f.fallback.Report(context.WithoutCancel(ctx), f.shareReport(req))
+	if err != nil {
+		return ReportResult{}, fmt.Errorf("fallback report: %w", err)
+	}
+	f.countFailure(cause)
+	res.Degraded = true
+	return res, nil
+}
+
+// Unlock lifts locks on the primary (within the budget) and always on this
+// instance's fallback too, so a lockout recorded locally during an earlier
+// outage cannot return in the next one. It answers the primary's result, or
+// the fallback's while the primary is unavailable (other instances'
+// fallbacks are not reached).
+func (f *FailoverStore) Unlock(ctx context.Context, req *UnlockRequest) (bool, error) {
+	localActive, localErr := f.fallback.Unlock(context.WithoutCancel(ctx), req)
+	if !f.Degraded() {
+		pctx, cancel := context.WithTimeout(ctx, f.cfg.Budget)
+		active, err := f.primary.Unlock(pctx, req)
+		cancel()
+		if err == nil {
+			f.succeeded()
+			if localErr != nil {
+				f.logger.Warn("fallback unlock failed", "err", localErr)
+			}
+			return active, nil
+		}
+		if ctx.Err() != nil {
+			return false, fmt.Errorf("unlock: %w", ctx.Err())
+		}
+		f.primaryError(err)
+		if localErr == nil {
+			f.countFailure(err)
+		}
+	}
+	if localErr != nil {
+		return false, fmt.Errorf("fallback unlock: %w", localErr)
+	}
+	return localActive, nil
+}
+
+// Lockouts lists the primary's active lockouts (within the budget), or this
+// instance's fallback lockouts while the primary is unavailable.
+func (f *FailoverStore) Lockouts(ctx context.Context) ([]LockState, error) {
+	if !f.Degraded() {
+		pctx, cancel := context.WithTimeout(ctx, f.cfg.Budget)
+		locks, err := f.primary.Lockouts(pctx)
+		cancel()
+		if err == nil {
+			f.succeeded()
+			return locks, nil
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("lockouts: %w", ctx.Err())
+		}
+		f.primaryError(err)
+		locks, lerr := f.fallback.Lockouts(context.WithoutCancel(ctx))
+		if lerr != nil {
+			return nil, fmt.Errorf("fallback lockouts: %w", lerr)
+		}
+		f.countFailure(err)
+		return locks, nil
+	}
+	locks, err := f.fallback.Lockouts(context.WithoutCancel(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("fallback lockouts: %w", err)
+	}
+	return locks, nil
+}
+
+// Ping reports whether this store can decide: nil when the primary answers
+// within the budget or, failing that, the fallback answers. It does not move
+// the breaker; use Degraded for the primary's health.
+func (f *FailoverStore) Ping(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, f.cfg.Budget)
+	perr := f.primary.Ping(pctx)
+	cancel()
+	if perr == nil {
+		return nil
+	}
+	if err := f.fallback.Ping(ctx); err != nil {
+		return fmt.Errorf("ping: %w", errors.Join(perr, err))
+	}
+	return nil
+}
+
+// Close stops the prober and closes both stores; it is safe to call more
+// than once and returns the stores' errors joined.
+func (f *FailoverStore) Close() error {
+	f.closeOnce.Do(func() {
+		f.stop()
+		<-f.probeDone
+		f.closeErr = errors.Join(f.primary.Close(), f.fallback.Close())
+	})
+	return f.closeErr
+}
+
+// shareCheck returns req with this instance's share of every limit, leaving
+// the caller's request untouched. Cost is capped at the smallest shared
+// limit so an attempt that fits the fleet-wide limit can still fit locally.
+func (f *FailoverStore) shareCheck(req *CheckRequest) *CheckRequest {
+	if f.cfg.FleetSize == 1 {
+		return req
+	}
+	c := *req
+	c.Rules = make([]Rule, len(req.Rules))
+	smallest := 0
+	for i, r := range req.Rules {
+		r.Limit = f.share(r.Limit)
+		c.Rules[i] = r
+		if smallest == 0 || r.Limit < smallest {
+			smallest = r.Limit
+		}
+	}
+	if smallest > 0 && c.Cost > smallest {
+		c.Cost = smallest
+	}
+	if req.DenialFailures != nil {
+		e := f.shareEscalation(*req.DenialFailures)
+		c.DenialFailures = &e
+	}
+	return &c
+}
+
+func (f *FailoverStore) shareReport(req *ReportRequest) *ReportRequest {
+	if f.cfg.FleetSize == 1 {
+		return req
+	}
+	c := *req
+	c.Escalation = f.shareEscalation(req.Escalation)
+	return &c
+}
+
+func (f *FailoverStore) shareEscalation(e Escalation) Escalation {
+	failures := make([]FailureRule, len(e.Failures))
+	for i, r := range e.Failures {
+		r.Limit = f.share(r.Limit)
+		failures[i] = r
+	}
+	e.Failures = failures
+	return e
+}
+
+// share is ceil(limit/FleetSize), at least 1.
+func (f *FailoverStore) share(limit int) int {
+	n := (limit + f.cfg.FleetSize - 1) / f.cfg.FleetSize
+	return max(n, 1)
+}

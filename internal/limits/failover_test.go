@@ -1,0 +1,601 @@
+package limits
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// foStore is a hand-written Store whose behaviour the test sets with
+// func fields; unset fields answer an empty success. It counts calls.
+type foStore struct {
+	check    func(ctx context.Context, req *CheckRequest) (CheckResult, error)
+	report   func(ctx context.Context, req *ReportRequest) (ReportResult, error)
+	unlock   func(ctx context.Context, req *UnlockRequest) (bool, error)
+	lockouts func(ctx context.Context) ([]LockState, error)
+	ping     func(ctx context.Context) error
+
+	calls  atomic.Int64
+	closed atomic.Int64
+}
+
+func (s *foStore) Check(ctx context.Context, req *CheckRequest) (CheckResult, error) {
+	s.calls.Add(1)
+	if s.check == nil {
+		return CheckResult{Allowed: true}, nil
+	}
+	return s.check(ctx, req)
+}
+
+func (s *foStore) Report(ctx context.Context, req *ReportRequest) (ReportResult, error) {
+	s.calls.Add(1)
+	if s.report == nil {
+		return ReportResult{}, nil
+	}
+	return s.report(ctx, req)
+}
+
+func (s *foStore) Unlock(ctx context.Context, req *UnlockRequest) (bool, error) {
+	s.calls.Add(1)
+	if s.unlock == nil {
+		return false, nil
+	}
+	return s.unlock(ctx, req)
+}
+
+func (s *foStore) Lockouts(ctx context.Context) ([]LockState, error) {
+	s.calls.Add(1)
+	if s.lockouts == nil {
+		return nil, nil
+	}
+	return s.lockouts(ctx)
+}
+
+func (s *foStore) Ping(ctx context.Context) error {
+	if s.ping == nil {
+		return nil
+	}
+	return s.ping(ctx)
+}
+
+func (s *foStore) Close() error {
+	s.closed.Add(1)
+	return nil
+}
+
+var errFoDown = fmt.Errorf("dial redis: %w", ErrUnavailable)
+
+// foFailing answers every call with errFoDown.
+func foFailing() *foStore {
+	return &foStore{
+		check: func(context.Context, *CheckRequest) (CheckResult, error) { return CheckResult{}, errFoDown },
+		report: func(context.Context, *ReportRequest) (ReportResult, error) {
+			return ReportResult{}, errFoDown
+		},
+		unlock:   func(context.Context, *UnlockRequest) (bool, error) { return false, errFoDown },
+		lockouts: func(context.Context) ([]LockState, error) { return nil, errFoDown },
+		ping:     func(context.Context) error { return errFoDown },
+	}
+}
+
+// foHanging blocks every call until its context ends, like a Redis that
+// was paused with SIGSTOP and a client that honours context deadlines.
+func foHanging() *foStore {
+	return &foStore{
+		check: func(ctx context.Context, _ *CheckRequest) (CheckResult, error) {
+			<-ctx.Done()
+			return CheckResult{}, ctx.Err()
+		},
+		ping: func(ctx context.Context) error {
+			<-ctx.Done()
+			return ctx.Err()
+		},
+	}
+}
+
+// foTransitions records OnStateChange calls.
+type foTransitions struct {
+	mu     sync.Mutex
+	ups    []bool
+	states []BreakerState
+	errs   atomic.Int64
+}
+
+func (tr *foTransitions) events() FailoverEvents {
+	return FailoverEvents{
+		OnStateChange: func(up bool, _ time.Time, _ error) {
+			tr.mu.Lock()
+			tr.ups = append(tr.ups, up)
+			tr.mu.Unlock()
+		},
+		OnBreakerState: func(s BreakerState) {
+			tr.mu.Lock()
+			tr.states = append(tr.states, s)
+			tr.mu.Unlock()
+		},
+		OnPrimaryError: func(error) { tr.errs.Add(1) },
+	}
+}
+
+func (tr *foTransitions) snapshot() ([]bool, []BreakerState) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return append([]bool(nil), tr.ups...), append([]BreakerState(nil), tr.states...)
+}
+
+var foNow = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// newTestFailover builds a FailoverStore whose prober never fires by itself
+// (tests call probe directly) and registers Close.
+func newTestFailover(t *testing.T, cfg FailoverConfig, primary, fallback Store, ev FailoverEvents) *FailoverStore {
+	t.Helper()
+	if cfg.ProbeInterval == 0 {
+		cfg.ProbeInterval = time.Hour
+	}
+	if cfg.Now == nil {
+		cfg.Now = func() time.Time { return foNow }
+	}
+	f := NewFailover(nil, cfg, primary, fallback, ev)
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+func foCheckReq() *CheckRequest {
+	return &CheckRequest{
+		Rules: []Rule{{Key: "k", Limit: 10, Window: time.Minute}},
+		Cost:  1, Nonce: "n",
+	}
+}
+
+func TestFailoverHealthyPrimary(t *testing.T) {
+	primary := &foStore{check: func(context.Context, *CheckRequest) (CheckResult, error) {
+		return CheckResult{Allowed: true, Rules: []RuleResult{{Allowed: true, Count: 1}}}, nil
+	}}
+	fallback := &foStore{}
+	f := newTestFailover(t, FailoverConfig{}, primary, fallback, FailoverEvents{})
+
+	res, err := f.Check(context.Background(), foCheckReq())
+	if err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	if res.Degraded || !res.Allowed || len(res.Rules) != 1 {
+		t.Errorf("got %+v, want the primary's allowed, not degraded answer", res)
+	}
+	if got := fallback.calls.Load(); got != 0 {
+		t.Errorf("fallback calls = %d, want 0", got)
+	}
+}
+
+func TestFailoverOpensAfterThreshold(t *testing.T) {
+	primary := foFailing()
+	fallback := &foStore{}
+	var tr foTransitions
+	f := newTestFailover(t, FailoverConfig{FailureThreshold: 3}, primary, fallback, tr.events())
+
+	for i := range 5 {
+		res, err := f.Check(context.Background(), foCheckReq())
+		if err != nil {
+			t.Fatalf("call %d: Check error %v, want none", i, err)
+		}
+		if !res.Degraded || !res.Allowed {
+			t.Errorf("call %d: got %+v, want the fallback's degraded answer", i, res)
+		}
+		wantDegraded := i >= 2
+		if got := f.Degraded(); got != wantDegraded {
+			t.Errorf("after call %d: Degraded() = %v, want %v", i, got, wantDegraded)
+		}
+	}
+	if got := primary.calls.Load(); got != 3 {
+		t.Errorf("primary calls = %d, want 3 (none once open)", got)
+	}
+	if got := fallback.calls.Load(); got != 5 {
+		t.Errorf("fallback calls = %d, want 5", got)
+	}
+	ups, states := tr.snapshot()
+	if len(ups) != 1 || ups[0] {
+		t.Errorf("state changes = %v, want one down", ups)
+	}
+	if len(states) != 1 || states[0] != BreakerOpen {
+		t.Errorf("breaker states = %v, want [open]", states)
+	}
+	if got := tr.errs.Load(); got != 3 {
+		t.Errorf("primary errors = %d, want 3", got)
+	}
+}
+
+func TestFailoverSuccessResetsRun(t *testing.T) {
+	var fail atomic.Bool
+	primary := &foStore{check: func(context.Context, *CheckRequest) (CheckResult, error) {
+		if fail.Load() {
+			return CheckResult{}, errFoDown
+		}
+		return CheckResult{Allowed: true}, nil
+	}}
+	f := newTestFailover(t, FailoverConfig{FailureThreshold: 3}, primary, &foStore{}, FailoverEvents{})
+
+	for i, failing := range []bool{true, true, false, true, true, false, true, true} {
+		fail.Store(failing)
+		if _, err := f.Check(context.Background(), foCheckReq()); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if f.Degraded() {
+		t.Errorf("Degraded() = true after runs of 2 failures, want false (threshold 3)")
+	}
+}
+
+func TestFailoverBudgetOnHang(t *testing.T) {
+	const budget = 30 * time.Millisecond
+	primary := foHanging()
+	f := newTestFailover(t, FailoverConfig{Budget: budget, FailureThreshold: 100}, primary, &foStore{}, FailoverEvents{})
+
+	var worst time.Duration
+	for range 3 {
+		start := time.Now()
+		res, err := f.Check(context.Background(), foCheckReq())
+		worst = max(worst, time.Since(start))
+		if err != nil {
+			t.Fatalf("Check: %v", err)
+		}
+		if !res.Degraded {
+			t.Errorf("got %+v, want degraded", res)
+		}
+	}
+	// A correctness bound on hanging, not a speed claim: without the budget
+	// the call would never return.
+	if bound := budget + 250*time.Millisecond; worst > bound {
+		t.Errorf("slowest call took %v, want at most %v", worst, bound)
+	}
+}
+
+func TestFailoverCallerCancelled(t *testing.T) {
+	primary := foHanging()
+	fallback := &foStore{}
+	var tr foTransitions
+	f := newTestFailover(t, FailoverConfig{FailureThreshold: 1}, primary, fallback, tr.events())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := f.Check(ctx, foCheckReq())
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Check error = %v, want context.Canceled", err)
+	}
+	if f.Degraded() {
+		t.Errorf("Degraded() = true, want false: the caller gave up, the primary did not fail")
+	}
+	if got := tr.errs.Load(); got != 0 {
+		t.Errorf("primary errors = %d, want 0", got)
+	}
+}
+
+func TestFailoverFallbackRejectsRequest(t *testing.T) {
+	errBad := errors.New("invalid nonce")
+	primary := &foStore{check: func(context.Context, *CheckRequest) (CheckResult, error) {
+		return CheckResult{}, errBad
+	}}
+	fallback := &foStore{check: func(context.Context, *CheckRequest) (CheckResult, error) {
+		return CheckResult{}, errBad
+	}}
+	f := newTestFailover(t, FailoverConfig{FailureThreshold: 1}, primary, fallback, FailoverEvents{})
+
+	if _, err := f.Check(context.Background(), foCheckReq()); !errors.Is(err, errBad) {
+		t.Errorf("Check error = %v, want %v", err, errBad)
+	}
+	if f.Degraded() {
+		t.Errorf("Degraded() = true, want false: a request every store rejects must not open the breaker")
+	}
+}
+
+func TestFailoverProbes(t *testing.T) {
+	var up atomic.Bool
+	primary := foFailing()
+	primary.ping = func(context.Context) error {
+		if up.Load() {
+			return nil
+		}
+		return errFoDown
+	}
+	var tr foTransitions
+	f := newTestFailover(t, FailoverConfig{FailureThreshold: 1, RecoverAfter: 2}, primary, &foStore{}, tr.events())
+
+	if _, err := f.Check(context.Background(), foCheckReq()); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	steps := []struct {
+		name string
+		up   bool
+		want BreakerState
+	}{
+		{"probe fails", false, BreakerOpen},
+		{"first good probe", true, BreakerHalfOpen},
+		{"probe fails again", false, BreakerOpen},
+		{"good probe restarts the count", true, BreakerHalfOpen},
+		{"second good probe in a row", true, BreakerClosed},
+		{"good probe while closed", true, BreakerClosed},
+	}
+	for _, s := range steps {
+		up.Store(s.up)
+		f.probe()
+		if got := f.State(); got != s.want {
+			t.Fatalf("%s: state = %v, want %v", s.name, got, s.want)
+		}
+	}
+	ups, states := tr.snapshot()
+	if fmt.Sprint(ups) != "[false true]" {
+		t.Errorf("state changes = %v, want [false true]", ups)
+	}
+	wantStates := []BreakerState{BreakerOpen, BreakerHalfOpen, BreakerOpen, BreakerHalfOpen, BreakerClosed}
+	if fmt.Sprint(states) != fmt.Sprint(wantStates) {
+		t.Errorf("breaker states = %v, want %v", states, wantStates)
+	}
+	// Closed again: calls reach the primary.
+	primary.check = func(context.Context, *CheckRequest) (CheckResult, error) { return CheckResult{Allowed: true}, nil }
+	res, err := f.Check(context.Background(), foCheckReq())
+	if err != nil || res.Degraded {
+		t.Errorf("after recovery got %+v, %v; want a primary answer", res, err)
+	}
+}
+
+func TestFailoverIdleOutageDetectedByProbes(t *testing.T) {
+	primary := foFailing()
+	var tr foTransitions
+	f := newTestFailover(t, FailoverConfig{FailureThreshold: 3}, primary, &foStore{}, tr.events())
+
+	for i := range 3 {
+		if f.Degraded() {
+			t.Fatalf("Degraded() before probe %d, want only after 3", i)
+		}
+		f.probe()
+	}
+	if !f.Degraded() {
+		t.Errorf("Degraded() = false after 3 failed probes, want true")
+	}
+}
+
+func TestFailoverProberRunsInBackground(t *testing.T) {
+	var up atomic.Bool
+	primary := foFailing()
+	primary.ping = func(context.Context) error {
+		if up.Load() {
+			return nil
+		}
+		return errFoDown
+	}
+	recovered := make(chan struct{})
+	ev := FailoverEvents{OnStateChange: func(isUp bool, _ time.Time, _ error) {
+		if isUp {
+			close(recovered)
+		}
+	}}
+	f := newTestFailover(t, FailoverConfig{FailureThreshold: 1, ProbeInterval: 5 * time.Millisecond}, primary, &foStore{}, ev)
+	if _, err := f.Check(context.Background(), foCheckReq()); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	up.Store(true)
+	select {
+	case <-recovered:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("breaker did not close within 5s of the primary answering probes")
+	}
+	if f.Degraded() {
+		t.Errorf("Degraded() = true after recovery")
+	}
+}
+
+func TestFailoverFleetShare(t *testing.T) {
+	tests := []struct {
+		name      string
+		fleet     int
+		limits    []int
+		cost      int
+		wantLim   []int
+		wantCost  int
+		failLimit int
+		wantFail  int
+	}{
+		{"one instance keeps limits", 1, []int{10, 3}, 2, []int{10, 3}, 2, 5, 5},
+		{"rounds up", 3, []int{10, 60}, 1, []int{4, 20}, 1, 10, 4},
+		{"never below one", 5, []int{1, 4}, 1, []int{1, 1}, 1, 2, 1},
+		{"cost capped at smallest share", 4, []int{8, 40}, 5, []int{2, 10}, 2, 8, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var gotCheck *CheckRequest
+			var gotReport *ReportRequest
+			fallback := &foStore{
+				check: func(_ context.Context, r *CheckRequest) (CheckResult, error) {
+					gotCheck = r
+					return CheckResult{Allowed: true}, nil
+				},
+				report: func(_ context.Context, r *ReportRequest) (ReportResult, error) {
+					gotReport = r
+					return ReportResult{}, nil
+				},
+			}
+			f := newTestFailover(t, FailoverConfig{FleetSize: tc.fleet}, foFailing(), fallback, FailoverEvents{})
+
+			req := &CheckRequest{Cost: tc.cost, Nonce: "n",
+				DenialFailures: &Escalation{Failures: []FailureRule{{Key: "f", Limit: tc.failLimit, Window: time.Minute}}}}
+			for i, l := range tc.limits {
+				req.Rules = append(req.Rules, Rule{Key: fmt.Sprint("k", i), Limit: l, Window: time.Minute})
+			}
+			if _, err := f.Check(context.Background(), req); err != nil {
+				t.Fatalf("Check: %v", err)
+			}
+			var gotLim []int
+			for _, r := range gotCheck.Rules {
+				gotLim = append(gotLim, r.Limit)
+			}
+			if fmt.Sprint(gotLim) != fmt.Sprint(tc.wantLim) || gotCheck.Cost != tc.wantCost {
+				t.Errorf("fallback got limits %v cost %d, want %v cost %d", gotLim, gotCheck.Cost, tc.wantLim, tc.wantCost)
+			}
+			if got := gotCheck.DenialFailures.Failures[0].Limit; got != tc.wantFail {
+				t.Errorf("fallback got denial failure limit %d, want %d", got, tc.wantFail)
+			}
+			if req.Rules[0].Limit != tc.limits[0] || req.Cost != tc.cost || req.DenialFailures.Failures[0].Limit != tc.failLimit {
+				t.Errorf("caller's request was modified: %+v", req)
+			}
+
+			rep := &ReportRequest{Failure: true, Nonce: "n",
+				Escalation: Escalation{Failures: []FailureRule{{Key: "f", Limit: tc.failLimit, Window: time.Minute}}}}
+			if _, err := f.Report(context.Background(), rep); err != nil {
+				t.Fatalf("Report: %v", err)
+			}
+			if got := gotReport.Escalation.Failures[0].Limit; got != tc.wantFail {
+				t.Errorf("fallback got report failure limit %d, want %d", got, tc.wantFail)
+			}
+			if rep.Escalation.Failures[0].Limit != tc.failLimit {
+				t.Errorf("caller's report request was modified: %+v", rep)
+			}
+		})
+	}
+}
+
+func TestFailoverOnFailureModes(t *testing.T) {
+	tests := []struct {
+		name        string
+		mode        OnFailure
+		open        bool
+		wantAllowed bool
+		wantRules   int
+		wantLocal   int64
+		wantUnavail bool
+	}{
+		{"local on a failed call", FailLocal, false, true, 1, 2, false},
+		{"allow on a failed call", FailAllow, false, true, 0, 0, true},
+		{"deny on a failed call", FailDeny, false, false, 0, 0, true},
+		{"allow while open", FailAllow, true, true, 0, 0, true},
+		{"deny while open", FailDeny, true, false, 0, 0, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fallback := &foStore{check: func(context.Context, *CheckRequest) (CheckResult, error) {
+				return CheckResult{Allowed: true, Rules: []RuleResult{{Allowed: true}}}, nil
+			}}
+			threshold := 10
+			if tc.open {
+				threshold = 1
+			}
+			f := newTestFailover(t, FailoverConfig{FailureThreshold: threshold}, foFailing(), fallback, FailoverEvents{})
+			if tc.open {
+				f.probe()
+				if !f.Degraded() {
+					t.Fatalf("breaker not open after a failed probe with threshold 1")
+				}
+			}
+			req := foCheckReq()
+			req.OnFailure = tc.mode
+			res, err := f.Check(context.Background(), req)
+			if err != nil {
+				t.Fatalf("Check: %v", err)
+			}
+			if res.Allowed != tc.wantAllowed || len(res.Rules) != tc.wantRules || !res.Degraded || res.Unavailable != tc.wantUnavail {
+				t.Errorf("got %+v, want allowed=%v rules=%d degraded unavailable=%v", res, tc.wantAllowed, tc.wantRules, tc.wantUnavail)
+			}
+			rep, err := f.Report(context.Background(), &ReportRequest{Failure: true, Nonce: "n", OnFailure: tc.mode})
+			if err != nil {
+				t.Fatalf("Report: %v", err)
+			}
+			if !rep.Degraded || rep.Unavailable != tc.wantUnavail {
+				t.Errorf("report got %+v, want degraded unavailable=%v", rep, tc.wantUnavail)
+			}
+			if got := fallback.calls.Load(); got != tc.wantLocal {
+				t.Errorf("fallback calls = %d, want %d", got, tc.wantLocal)
+			}
+		})
+	}
+}
+
+func TestFailoverAdminCalls(t *testing.T) {
+	var up atomic.Bool
+	up.Store(true)
+	primary := &foStore{
+		unlock: func(context.Context, *UnlockRequest) (bool, error) {
+			if !up.Load() {
+				return false, errFoDown
+			}
+			return true, nil
+		},
+		lockouts: func(context.Context) ([]LockState, error) {
+			if !up.Load() {
+				return nil, errFoDown
+			}
+			return []LockState{{Key: "redis"}}, nil
+		},
+	}
+	fallback := &foStore{
+		unlock:   func(context.Context, *UnlockRequest) (bool, error) { return false, nil },
+		lockouts: func(context.Context) ([]LockState, error) { return []LockState{{Key: "local"}}, nil },
+	}
+	f := newTestFailover(t, FailoverConfig{FailureThreshold: 1}, primary, fallback, FailoverEvents{})
+
+	tests := []struct {
+		name       string
+		up         bool
+		wantActive bool
+		wantKey    string
+	}{
+		{"primary up", true, true, "redis"},
+		{"primary down", false, false, "local"},
+	}
+	for _, tc := range tests {
+		up.Store(tc.up)
+		before := fallback.calls.Load()
+		active, err := f.Unlock(context.Background(), &UnlockRequest{Locks: []string{"l"}})
+		if err != nil || active != tc.wantActive {
+			t.Errorf("%s: Unlock = %v, %v; want %v, nil", tc.name, active, err, tc.wantActive)
+		}
+		if fallback.calls.Load() == before {
+			t.Errorf("%s: Unlock did not clear the fallback too", tc.name)
+		}
+		locks, err := f.Lockouts(context.Background())
+		if err != nil || len(locks) != 1 || locks[0].Key != tc.wantKey {
+			t.Errorf("%s: Lockouts = %v, %v; want [%s]", tc.name, locks, err, tc.wantKey)
+		}
+	}
+}
+
+func TestFailoverConcurrentFailuresOneTransition(t *testing.T) {
+	var tr foTransitions
+	f := newTestFailover(t, FailoverConfig{FailureThreshold: 3}, foFailing(), &foStore{}, tr.events())
+
+	var wg sync.WaitGroup
+	var errs atomic.Int64
+	for range 8 {
+		wg.Go(func() {
+			for range 50 {
+				res, err := f.Check(context.Background(), foCheckReq())
+				if err != nil || !res.Degraded {
+					errs.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := errs.Load(); got != 0 {
+		t.Errorf("%d calls failed or were not degraded, want 0", got)
+	}
+	if ups, _ := tr.snapshot(); len(ups) != 1 {
+		t.Errorf("state changes = %v, want exactly one", ups)
+	}
+}
+
+func TestFailoverPingAndClose(t *testing.T) {
+	primary, fallback := foFailing(), &foStore{}
+	f := NewFailover(nil, FailoverConfig{ProbeInterval: time.Millisecond}, primary, fallback, FailoverEvents{})
+	if err := f.Ping(context.Background()); err != nil {
+		t.Errorf("Ping = %v, want nil while the fallback answers", err)
+	}
+	for range 2 {
+		if err := f.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}
+	if primary.closed.Load() != 1 || fallback.closed.Load() != 1 {
+		t.Errorf("closed primary %d, fallback %d times; want once each", primary.closed.Load(), fallback.closed.Load())
+	}
+}
