@@ -1,0 +1,156 @@
+package limits
+
+import (
+	"context"
+	"errors"
+	"hash/maphash"
+	"slices"
+	"sync"
+	"time"
+)
+
+// MemoryConfig configures a MemoryStore. Zero fields get the defaults
+// stated on each field.
+type MemoryConfig struct {
+	// Now is the store's clock, read once per call and truncated to whole
+	// milliseconds. Default time.Now.
+	Now func() time.Time
+	// Shards is the number of independently locked partitions of the key
+	// space. Default 64.
+	Shards int
+	// SweepInterval is how often a background sweep drops idle keys (empty
+	// windows, ended lock records, expired trust records). Default 1m.
+	SweepInterval time.Duration
+}
+
+// MemoryStore is a Store kept in process memory: the embedded default when
+// no Redis is configured, and the failover store's fallback. It is exact
+// and strict within one process; it knows nothing of other Guard instances.
+// Every decision is one critical section over the shards of the keys it
+// touches, taken in ascending shard order, so decisions are atomic and
+// cannot deadlock. Memory stays bounded by the live state: idle keys are
+// dropped on access and by a background sweep.
+type MemoryStore struct {
+	now    func() time.Time
+	seed   maphash.Seed
+	shards []memShard
+
+	closeOnce sync.Once
+	closed    chan struct{}
+	swept     sync.WaitGroup
+}
+
+// memShard is one partition of the key space. Logs, lock records and trust
+// records live in separate maps; one mutex guards all three.
+type memShard struct {
+	mu    sync.Mutex
+	logs  map[string]*memLog
+	locks map[string]*memLock
+	trust map[string]int64 // key -> expiry, unix ms
+	_     [64]byte         // keeps hot mutexes on separate cache lines
+}
+
+// errMemoryClosed is returned by every method called after Close.
+var errMemoryClosed = errors.New("memory store closed")
+
+// NewMemory returns a MemoryStore and starts its background sweeper, which
+// Close stops. It never fails: invalid config values get the defaults.
+func NewMemory(cfg MemoryConfig) *MemoryStore {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Shards <= 0 {
+		cfg.Shards = 64
+	}
+	if cfg.SweepInterval <= 0 {
+		cfg.SweepInterval = time.Minute
+	}
+	s := &MemoryStore{
+		now:    cfg.Now,
+		seed:   maphash.MakeSeed(),
+		shards: make([]memShard, cfg.Shards),
+		closed: make(chan struct{}),
+	}
+	for i := range s.shards {
+		s.shards[i].logs = make(map[string]*memLog)
+		s.shards[i].locks = make(map[string]*memLock)
+		s.shards[i].trust = make(map[string]int64)
+	}
+	s.swept.Add(1)
+	go s.sweepLoop(cfg.SweepInterval)
+	return s
+}
+
+// Ping returns nil while the store is open.
+func (s *MemoryStore) Ping(ctx context.Context) error {
+	return s.open()
+}
+
+// Close stops the sweeper and makes every later call fail. It is
+// idempotent and always returns nil.
+func (s *MemoryStore) Close() error {
+	s.closeOnce.Do(func() { close(s.closed) })
+	s.swept.Wait()
+	return nil
+}
+
+func (s *MemoryStore) open() error {
+	select {
+	case <-s.closed:
+		return errMemoryClosed
+	default:
+		return nil
+	}
+}
+
+// nowMs reads the clock once for a call.
+func (s *MemoryStore) nowMs() int64 { return s.now().UnixMilli() }
+
+// shardOf maps a key to its shard index.
+func (s *MemoryStore) shardOf(key string) int {
+	return int(maphash.String(s.seed, key) % uint64(len(s.shards)))
+}
+
+// memShardSet collects the shards one call touches. Its inline buffer keeps
+// typical calls (a handful of keys) free of allocations.
+type memShardSet struct {
+	buf [16]int
+	idx []int
+}
+
+func (set *memShardSet) add(s *MemoryStore, key string) {
+	if set.idx == nil {
+		set.idx = set.buf[:0]
+	}
+	set.idx = append(set.idx, s.shardOf(key))
+}
+
+// lock takes every collected shard's mutex in ascending index order, each
+// once, so concurrent multi-key calls cannot deadlock.
+func (set *memShardSet) lock(s *MemoryStore) {
+	slices.Sort(set.idx)
+	set.idx = slices.Compact(set.idx)
+	for _, i := range set.idx {
+		s.shards[i].mu.Lock()
+	}
+}
+
+func (set *memShardSet) unlock(s *MemoryStore) {
+	for _, i := range slices.Backward(set.idx) {
+		s.shards[i].mu.Unlock()
+	}
+}
+
+// shard returns the shard holding key; the caller holds its lock.
+func (s *MemoryStore) shard(key string) *memShard {
+	return &s.shards[s.shardOf(key)]
+}
+
+// memTime converts store milliseconds to a time.Time in UTC.
+func memTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// memMs converts a duration to whole milliseconds, truncating.
+func memMs(d time.Duration) int64 { return d.Milliseconds() }
+
+// memDur converts whole milliseconds to a Duration.
+func memDur(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }

@@ -1,0 +1,115 @@
+package limits
+
+import (
+	"context"
+	"fmt"
+)
+
+// Check decides one attempt as the package documentation specifies, in one
+// critical section over every shard the request touches. ctx is not
+// consulted: the memory store never waits on I/O. It returns an error for
+// an invalid request (see CheckRequest's field docs) or after Close.
+func (s *MemoryStore) Check(ctx context.Context, req *CheckRequest) (CheckResult, error) {
+	if err := s.open(); err != nil {
+		return CheckResult{}, err
+	}
+	if err := memValidateCheck(req); err != nil {
+		return CheckResult{}, fmt.Errorf("memory check: %w", err)
+	}
+	esc := req.DenialFailures
+	if req.DryRun {
+		esc = nil // a dry run writes nothing, not even a failure
+	}
+
+	var set memShardSet
+	for i := range req.Rules {
+		set.add(s, req.Rules[i].Key)
+	}
+	s.addLockShards(&set, req.Locks, req.TrustKey)
+	if esc != nil {
+		s.addEscalationShards(&set, esc)
+	}
+	set.lock(s)
+	defer set.unlock(s)
+
+	now := s.nowMs()
+	res := CheckResult{Now: memTime(now), Allowed: true, Rules: make([]RuleResult, len(req.Rules))}
+	res.Locked = s.activeLock(req.Locks, req.TrustKey, now)
+
+	// Pass 1: trim and count every rule; decide.
+	for i := range req.Rules {
+		r := &req.Rules[i]
+		w := memMs(r.Window)
+		count := 0
+		if l := s.liveLog(r.Key, now, w); l != nil {
+			count = l.count
+		}
+		rr := &res.Rules[i]
+		rr.Allowed = count+req.Cost <= r.Limit
+		rr.Count = count
+		if !rr.Allowed && !r.Shadow {
+			res.Allowed = false
+		}
+	}
+	record := res.Allowed && res.Locked == nil
+	if res.Locked != nil {
+		res.Allowed = false
+	}
+
+	// Pass 2: log (unless a dry run) and fill in what remains.
+	for i := range req.Rules {
+		r := &req.Rules[i]
+		rr := &res.Rules[i]
+		w := memMs(r.Window)
+		l := s.shard(r.Key).logs[r.Key]
+		logs := record && rr.Allowed
+		if logs && !req.DryRun {
+			if l == nil {
+				l = &memLog{}
+				s.shard(r.Key).logs[r.Key] = l
+			}
+			l.add(now, w, req.Cost)
+		}
+		switch {
+		case logs:
+			// Recorded, or as if recorded for a dry run.
+			rr.Count += req.Cost
+			oldest := now
+			if l != nil && l.count > 0 {
+				oldest = min(l.oldest(), now)
+			}
+			rr.Reset = memDur(oldest + w - now)
+		case l != nil && l.count > 0:
+			rr.Reset = memDur(l.oldest() + w - now)
+		}
+		rr.Remaining = max(r.Limit-rr.Count, 0)
+		if !rr.Allowed {
+			var empty memLog
+			if l == nil {
+				l = &empty
+			}
+			rr.RetryAfter = memDur(l.retryAfter(now, w, r.Limit, req.Cost))
+		}
+	}
+
+	if !res.Allowed && res.Locked == nil && esc != nil {
+		res.Struck = s.recordFailure(esc, now, nil)
+	}
+	return res, nil
+}
+
+// liveLog returns key's log trimmed to window w at now, or nil when it holds
+// no entry (an empty log is dropped on the spot).
+func (s *MemoryStore) liveLog(key string, now, w int64) *memLog {
+	sh := s.shard(key)
+	l := sh.logs[key]
+	if l == nil {
+		return nil
+	}
+	l.trim(now, w)
+	if l.count == 0 {
+		delete(sh.logs, key)
+		return nil
+	}
+	return l
+}

@@ -1,0 +1,246 @@
+package limits
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+)
+
+// memLock is a lock record. All times are unix ms.
+type memLock struct {
+	level      int
+	since      int64
+	until      int64
+	lastStrike int64
+	expires    int64 // max(until, lastStrike+decay): the record vanishes then
+	info       string
+}
+
+func (m *memLock) state(key string) LockState {
+	return LockState{
+		Key:   key,
+		Level: m.level,
+		Since: memTime(m.since),
+		Until: memTime(m.until),
+		Info:  m.info,
+	}
+}
+
+// Report records a failure or a success as the package documentation
+// specifies, in one critical section over every shard the request touches.
+// ctx is not consulted. It returns an error for an invalid request or after
+// Close.
+func (s *MemoryStore) Report(ctx context.Context, req *ReportRequest) (ReportResult, error) {
+	if err := s.open(); err != nil {
+		return ReportResult{}, err
+	}
+	if err := memValidateReport(req); err != nil {
+		return ReportResult{}, fmt.Errorf("memory report: %w", err)
+	}
+	var set memShardSet
+	s.addLockShards(&set, req.Locks, req.TrustKey)
+	if req.Failure {
+		s.addEscalationShards(&set, &req.Escalation)
+	} else {
+		for _, k := range req.Clear {
+			set.add(s, k)
+		}
+	}
+	set.lock(s)
+	defer set.unlock(s)
+
+	now := s.nowMs()
+	res := ReportResult{Now: memTime(now)}
+	if req.Failure {
+		res.Struck = s.recordFailure(&req.Escalation, now, nil)
+	} else {
+		for _, k := range req.Clear {
+			delete(s.shard(k).logs, k)
+		}
+		if req.TrustKey != "" && req.TrustTTL > 0 {
+			s.shard(req.TrustKey).trust[req.TrustKey] = now + memMs(req.TrustTTL)
+		}
+	}
+	res.Locked = s.activeLock(req.Locks, req.TrustKey, now)
+	return res, nil
+}
+
+// Unlock deletes the named lock records and failure logs in one critical
+// section and reports whether any of the locks was active. ctx is not
+// consulted; it fails only after Close.
+func (s *MemoryStore) Unlock(ctx context.Context, req *UnlockRequest) (bool, error) {
+	if err := s.open(); err != nil {
+		return false, err
+	}
+	if req == nil {
+		return false, fmt.Errorf("memory unlock: nil request")
+	}
+	var set memShardSet
+	for _, k := range req.Locks {
+		set.add(s, k)
+	}
+	for _, k := range req.Failures {
+		set.add(s, k)
+	}
+	set.lock(s)
+	defer set.unlock(s)
+
+	now := s.nowMs()
+	active := false
+	for _, k := range req.Locks {
+		if rec := s.lockRecord(k, now); rec != nil {
+			active = active || rec.until > now
+			delete(s.shard(k).locks, k)
+		}
+	}
+	for _, k := range req.Failures {
+		delete(s.shard(k).logs, k)
+	}
+	return active, nil
+}
+
+// Lockouts lists every active lockout, ordered by Until descending (then by
+// key). Each record is read atomically; the list is not one snapshot across
+// shards. ctx is not consulted; it fails only after Close.
+func (s *MemoryStore) Lockouts(ctx context.Context) ([]LockState, error) {
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	var out []LockState
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		now := s.nowMs()
+		for k, rec := range sh.locks {
+			switch {
+			case rec.expires <= now:
+				delete(sh.locks, k)
+			case rec.until > now:
+				out = append(out, rec.state(k))
+			}
+		}
+		sh.mu.Unlock()
+	}
+	slices.SortFunc(out, func(a, b LockState) int {
+		if c := b.Until.Compare(a.Until); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Key, b.Key)
+	})
+	return out, nil
+}
+
+// recordFailure logs one failure in each of esc's failure logs and strikes
+// the lock of every log that fills, appending the strikes to struck. The
+// caller holds the shards of every failure and lock key.
+func (s *MemoryStore) recordFailure(esc *Escalation, now int64, struck []LockState) []LockState {
+	for i := range esc.Failures {
+		f := &esc.Failures[i]
+		w := memMs(f.Window)
+		sh := s.shard(f.Key)
+		l := sh.logs[f.Key]
+		if l == nil {
+			l = &memLog{}
+			sh.logs[f.Key] = l
+		}
+		l.trim(now, w)
+		l.add(now, w, 1)
+		if l.count < f.Limit {
+			continue
+		}
+		delete(sh.logs, f.Key)
+		struck = append(struck, s.strike(esc, f, now))
+	}
+	return struck
+}
+
+// strike raises f's lock by one level and restarts its lockout at now.
+func (s *MemoryStore) strike(esc *Escalation, f *FailureRule, now int64) LockState {
+	decay := memMs(esc.Decay)
+	level := 0
+	if rec := s.lockRecord(f.LockKey, now); rec != nil && now-rec.lastStrike < decay {
+		level = rec.level
+	}
+	level = min(level+1, len(esc.Ladder))
+	until := now + memMs(esc.Ladder[level-1])
+	rec := &memLock{
+		level:      level,
+		since:      now,
+		until:      until,
+		lastStrike: now,
+		expires:    max(until, now+decay),
+		info:       f.Info,
+	}
+	s.shard(f.LockKey).locks[f.LockKey] = rec
+	return rec.state(f.LockKey)
+}
+
+// lockRecord returns key's lock record if it still exists at now, dropping
+// it when it has expired.
+func (s *MemoryStore) lockRecord(key string, now int64) *memLock {
+	sh := s.shard(key)
+	rec := sh.locks[key]
+	if rec != nil && rec.expires <= now {
+		delete(sh.locks, key)
+		return nil
+	}
+	return rec
+}
+
+// trusted reports whether the trust record key exists at now.
+func (s *MemoryStore) trusted(key string, now int64) bool {
+	sh := s.shard(key)
+	exp, ok := sh.trust[key]
+	if ok && exp <= now {
+		delete(sh.trust, key)
+		return false
+	}
+	return ok
+}
+
+// activeLock returns the active lockout among refs that ends last, honouring
+// SpareIfTrusted, or nil.
+func (s *MemoryStore) activeLock(refs []LockRef, trustKey string, now int64) *LockState {
+	if len(refs) == 0 {
+		return nil
+	}
+	trusted := trustKey != "" && s.trusted(trustKey, now)
+	var best *memLock
+	bestKey := ""
+	for _, ref := range refs {
+		if ref.SpareIfTrusted && trusted {
+			continue
+		}
+		rec := s.lockRecord(ref.Key, now)
+		if rec == nil || rec.until <= now {
+			continue
+		}
+		if best == nil || rec.until > best.until {
+			best, bestKey = rec, ref.Key
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	st := best.state(bestKey)
+	return &st
+}
+
+// addLockShards adds the shards of lock references and the trust record.
+func (s *MemoryStore) addLockShards(set *memShardSet, refs []LockRef, trustKey string) {
+	for _, ref := range refs {
+		set.add(s, ref.Key)
+	}
+	if trustKey != "" {
+		set.add(s, trustKey)
+	}
+}
+
+// addEscalationShards adds the shards of esc's failure logs and locks.
+func (s *MemoryStore) addEscalationShards(set *memShardSet, esc *Escalation) {
+	for i := range esc.Failures {
+		set.add(s, esc.Failures[i].Key)
+		set.add(s, esc.Failures[i].LockKey)
+	}
+}

@@ -1,0 +1,86 @@
+package limits
+
+// memEntry is n log entries stamped ts (unix ms). A cost-c attempt, or
+// several attempts in one millisecond, share one memEntry.
+type memEntry struct {
+	ts int64
+	n  int
+}
+
+// memLog is one sliding-window log: a deque of entries in ascending ts
+// order, entries[head:] live. Trimming advances head; a full slice whose
+// front half is dead is compacted instead of grown, so its capacity stays
+// within about twice the number of distinct milliseconds in one window.
+type memLog struct {
+	entries []memEntry
+	head    int
+	count   int   // sum of n over live entries
+	expires int64 // when the newest entry leaves the longest window seen
+}
+
+// trim drops the entries that no longer count at now for window w (ms):
+// those with ts <= now-w.
+func (l *memLog) trim(now, w int64) {
+	for l.head < len(l.entries) && l.entries[l.head].ts <= now-w {
+		l.count -= l.entries[l.head].n
+		l.head++
+	}
+	if l.head == len(l.entries) {
+		l.entries = l.entries[:0]
+		l.head = 0
+	}
+}
+
+// add appends n entries stamped now. A clock that stepped back is clamped
+// to the newest entry, which keeps the deque sorted and only ever makes the
+// log stricter.
+func (l *memLog) add(now, w int64, n int) {
+	last := len(l.entries) - 1
+	switch {
+	case last >= l.head && l.entries[last].ts >= now:
+		l.entries[last].n += n
+		now = l.entries[last].ts
+	default:
+		// Compact only when at least half the slice is dead, so each
+		// copied entry pays for many appends.
+		if len(l.entries) == cap(l.entries) && l.head > 0 && l.head >= len(l.entries)/2 {
+			k := copy(l.entries, l.entries[l.head:])
+			l.entries = l.entries[:k]
+			l.head = 0
+		}
+		l.entries = append(l.entries, memEntry{ts: now, n: n})
+	}
+	l.count += n
+	l.expires = max(l.expires, now+w)
+}
+
+// oldest returns the ts of the oldest live entry; the log is not empty.
+func (l *memLog) oldest() int64 { return l.entries[l.head].ts }
+
+// nth returns the ts of the k-th oldest live entry (from 1); k <= count.
+func (l *memLog) nth(k int) int64 {
+	for _, e := range l.entries[l.head:] {
+		k -= e.n
+		if k <= 0 {
+			return e.ts
+		}
+	}
+	return l.entries[len(l.entries)-1].ts
+}
+
+// retryAfter is the time (ms) from now until enough entries have left
+// window w for cost to fit under limit. A cost above the limit never fits;
+// it gets the time until the window is empty, at least 1ms.
+func (l *memLog) retryAfter(now, w int64, limit, cost int) int64 {
+	k := l.count + cost - limit
+	switch {
+	case k <= 0:
+		return 0
+	case k <= l.count:
+		return l.nth(k) + w - now
+	case l.count > 0:
+		return l.entries[len(l.entries)-1].ts + w - now
+	default:
+		return max(w, 1)
+	}
+}

@@ -1,0 +1,122 @@
+package limits
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Request validation for the memory store. The rules mirror the field docs
+// of CheckRequest and ReportRequest, so a request the memory store accepts
+// is one every Store accepts.
+
+// memMaxInfo is the largest FailureRule.Info in bytes.
+const memMaxInfo = 512
+
+// memMaxNonce is the longest Nonce in bytes.
+const memMaxNonce = 32
+
+func memValidateCheck(req *CheckRequest) error {
+	if req == nil {
+		return errors.New("nil request")
+	}
+	if req.Cost < 1 {
+		return fmt.Errorf("cost %d: must be at least 1", req.Cost)
+	}
+	for i := range req.Rules {
+		r := &req.Rules[i]
+		if err := memValidateLog(r.Key, r.Limit, r.Window); err != nil {
+			return fmt.Errorf("rule %d: %w", i, err)
+		}
+	}
+	if err := memValidateLocks(req.Locks); err != nil {
+		return err
+	}
+	if req.DenialFailures != nil {
+		if err := memValidateEscalation(req.DenialFailures); err != nil {
+			return fmt.Errorf("denial failures: %w", err)
+		}
+	}
+	return memValidateNonce(req.Nonce)
+}
+
+func memValidateReport(req *ReportRequest) error {
+	if req == nil {
+		return errors.New("nil request")
+	}
+	if req.Failure {
+		if err := memValidateEscalation(&req.Escalation); err != nil {
+			return err
+		}
+	}
+	if err := memValidateLocks(req.Locks); err != nil {
+		return err
+	}
+	if req.TrustTTL < 0 {
+		return fmt.Errorf("trust ttl %v: must not be negative", req.TrustTTL)
+	}
+	return memValidateNonce(req.Nonce)
+}
+
+func memValidateLog(key string, limit int, window time.Duration) error {
+	switch {
+	case key == "":
+		return errors.New("empty key")
+	case limit < 1:
+		return fmt.Errorf("key %q: limit %d: must be at least 1", key, limit)
+	case window < time.Millisecond:
+		return fmt.Errorf("key %q: window %v: must be at least 1ms", key, window)
+	}
+	return nil
+}
+
+func memValidateLocks(refs []LockRef) error {
+	for i, ref := range refs {
+		if ref.Key == "" {
+			return fmt.Errorf("lock %d: empty key", i)
+		}
+	}
+	return nil
+}
+
+func memValidateEscalation(esc *Escalation) error {
+	if len(esc.Failures) > 0 && len(esc.Ladder) == 0 {
+		return errors.New("escalation: empty ladder")
+	}
+	for i, d := range esc.Ladder {
+		if d < time.Millisecond {
+			return fmt.Errorf("escalation: ladder step %d: %v: must be at least 1ms", i, d)
+		}
+	}
+	if esc.Decay < 0 {
+		return fmt.Errorf("escalation: decay %v: must not be negative", esc.Decay)
+	}
+	for i := range esc.Failures {
+		f := &esc.Failures[i]
+		if err := memValidateLog(f.Key, f.Limit, f.Window); err != nil {
+			return fmt.Errorf("failure rule %d: %w", i, err)
+		}
+		if f.LockKey == "" {
+			return fmt.Errorf("failure rule %d: empty lock key", i)
+		}
+		if len(f.Info) > memMaxInfo {
+			return fmt.Errorf("failure rule %d: info of %d bytes: at most %d", i, len(f.Info), memMaxInfo)
+		}
+	}
+	return nil
+}
+
+// memValidateNonce accepts "" (the memory store does not need one) or up to
+// 32 bytes of [A-Za-z0-9_-], as the Redis store requires.
+func memValidateNonce(n string) error {
+	if len(n) > memMaxNonce {
+		return fmt.Errorf("nonce of %d bytes: at most %d", len(n), memMaxNonce)
+	}
+	for i := 0; i < len(n); i++ {
+		c := n[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return fmt.Errorf("nonce: byte %d (%q) is not in [A-Za-z0-9_-]", i, c)
+		}
+	}
+	return nil
+}
