@@ -131,10 +131,21 @@ func (s *RedisStore) Report(ctx context.Context, req *ReportRequest) (ReportResu
 // Unlock deletes the lock records, their lockout index entries and the
 // failure logs in one atomic step, and reports whether any lock was active.
 func (s *RedisStore) Unlock(ctx context.Context, req *UnlockRequest) (bool, error) {
+	if req == nil {
+		return false, errors.New("unlock: nil request")
+	}
 	a := newRedisArgs("u")
 	a.locks = make([]LockRef, len(req.Locks))
 	for i, k := range req.Locks {
+		if k == "" {
+			return false, fmt.Errorf("unlock: lock %d: empty key", i)
+		}
 		a.locks[i] = LockRef{Key: k}
+	}
+	for i, k := range req.Failures {
+		if k == "" {
+			return false, fmt.Errorf("unlock: failure log %d: empty key", i)
+		}
 	}
 	a.clear = req.Failures
 	keys, args := a.build(s.index, "unlock")

@@ -5,7 +5,7 @@
 -- KEYS, in this order (the section sizes are ARGV[3..7]; any may be empty):
 --   nR rule logs            ZSET per attempt rule, score = ms, unique members
 --   nL lock records         HASH {level, since, until, last, info}
---   nT trust record         0 or 1 key; the device is trusted iff it exists
+--   nT trust record         0 or 1 key: STRING, the ms the trust ends
 --   nF failure logs         ZSET per failure rule
 --   nF failure lock records the lock record struck when failure log i fills
 --   nC clear keys           logs a success (or an unlock) deletes
@@ -91,10 +91,15 @@ local function base36(n)
 end
 local stamp = base36(now) .. ':' .. nonce .. ':'
 
+-- A trust record holds its own end in ms: Redis keeps a key alive through
+-- the millisecond its TTL ends (and times expiry from the script's start),
+-- while trust must end exactly TrustTTL after the success. The record's TTL
+-- is a second longer, so it never vanishes before the stored end.
 local trusted = nil
 local function isTrusted()
   if trusted == nil then
-    trusted = nT == 1 and redis.call('EXISTS', KEYS[kTrust + 1]) == 1
+    local v = nT == 1 and tonumber(redis.call('GET', KEYS[kTrust + 1]))
+    trusted = v and v > now or false
   end
   return trusted
 end
@@ -197,9 +202,11 @@ if op == 'check' then
     local retry = 0
     if not fits[i] then
       -- Cost fits once the k oldest entries have left; the k-th leaves at
-      -- its stamp + W. A cost above the limit never fits: the whole window.
+      -- its stamp + W. A cost above the limit never fits; it is told to
+      -- come back when the log is empty (as the memory store does).
       local k = c + cost - rLimit[i]
-      if k <= c then
+      if k > c then k = c end
+      if k > 0 then
         local e = redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')
         retry = tonumber(e[2]) + w - now
       else
@@ -242,7 +249,7 @@ if op == 'report' then
   else
     for i = 1, nC do redis.call('DEL', KEYS[kClear + i]) end
     if nT == 1 and trustTTL > 0 then
-      redis.call('SET', KEYS[kTrust + 1], '1', 'PX', trustTTL)
+      redis.call('SET', KEYS[kTrust + 1], now + trustTTL, 'PX', trustTTL + 1000)
       trusted = true
     end
   end

@@ -96,6 +96,9 @@ func redisBool(b bool) int {
 // faithfully. The errors are plain (not ErrUnavailable): they are bugs of
 // the caller, which validates user input long before this point.
 func validateRedisCheck(req *CheckRequest) error {
+	if req == nil {
+		return errors.New("check: nil request")
+	}
 	if req.Cost < 1 {
 		return fmt.Errorf("check: cost %d below 1", req.Cost)
 	}
@@ -120,6 +123,9 @@ func validateRedisCheck(req *CheckRequest) error {
 
 // validateRedisReport is validateRedisCheck for Report.
 func validateRedisReport(req *ReportRequest) error {
+	if req == nil {
+		return errors.New("report: nil request")
+	}
 	if req.Failure {
 		if err := validateRedisEscalation(&req.Escalation); err != nil {
 			return fmt.Errorf("report: %w", err)
@@ -171,8 +177,8 @@ func validateRedisEscalation(e *Escalation) error {
 		return errors.New("empty ladder")
 	}
 	for i, d := range e.Ladder {
-		if d < 0 {
-			return fmt.Errorf("ladder step %d: %v below 0", i, d)
+		if d < time.Millisecond {
+			return fmt.Errorf("ladder step %d: %v below 1ms", i, d)
 		}
 	}
 	if e.Decay < 0 {
