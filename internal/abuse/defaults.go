@@ -1,0 +1,81 @@
+package abuse
+
+import "time"
+
+// defaultLadder is the lockout ladder of the built-in policy: short enough
+// that a user who fumbled a password is back within a minute, long enough
+// that a sustained guessing attack is throttled to a few hundred guesses a
+// day per key.
+var defaultLadder = []time.Duration{
+	time.Minute, 5 * time.Minute, 15 * time.Minute, time.Hour, 6 * time.Hour, 24 * time.Hour,
+}
+
+// DefaultDecay is how long a key must stay quiet (no strikes) before its
+// lockout level returns to 0, when an action's lockout does not say.
+const DefaultDecay = 24 * time.Hour
+
+// DefaultPolicy returns the built-in policy, used when the config file has no
+// actions. Its numbers follow published guidance:
+//
+//   - NIST SP 800-63B §5.2.2 (rate limiting): a verifier limits consecutive
+//     failed authentication attempts on one account to at most 100. login
+//     strikes at 50 failures of one user in 24h, well inside that bound,
+//     and the ladder then slows guessing to a trickle.
+//   - Twilio Verify: at most 5 verification sends to one destination per 10
+//     minutes, and 5 check attempts per verification. otp_send allows 5 sends
+//     per user in 10 minutes; otp_verify strikes at 5 failed checks of one
+//     user in 10 minutes.
+//   - Auth0 brute-force protection: block a user after 10 consecutive failed
+//     logins from one IP. login strikes at 10 failures of one user+ip in 15
+//     minutes, which locks that user from that address only, so an attacker
+//     elsewhere cannot lock the victim out.
+//
+// login and otp_verify share the ledger "auth", so failed OTP checks and
+// failed passwords of one user climb one ladder. Each call returns a fresh
+// Policy the caller may modify.
+func DefaultPolicy() Policy {
+	ladder := func() []time.Duration { return append([]time.Duration(nil), defaultLadder...) }
+	return Policy{
+		Actions: map[string]Action{
+			"login": {
+				Limits: []Rule{
+					{Dimension: DimIP, Limit: 60, Window: time.Minute},
+					{Dimension: DimUser, Limit: 30, Window: 15 * time.Minute},
+				},
+				Failures: []Rule{
+					{Dimension: DimUserIP, Limit: 10, Window: 15 * time.Minute},
+					{Dimension: DimUser, Limit: 50, Window: 24 * time.Hour},
+				},
+				Lockout: Lockout{Ladder: ladder(), Decay: DefaultDecay, Ledger: "auth"},
+			},
+			"otp_send": {
+				Limits: []Rule{
+					{Dimension: DimUser, Limit: 5, Window: 10 * time.Minute},
+					{Dimension: DimIP, Limit: 30, Window: time.Hour},
+				},
+			},
+			"otp_verify": {
+				Limits: []Rule{
+					{Dimension: DimIP, Limit: 60, Window: time.Minute},
+					{Dimension: DimUser, Limit: 20, Window: 10 * time.Minute},
+				},
+				Failures: []Rule{
+					{Dimension: DimUser, Limit: 5, Window: 10 * time.Minute},
+				},
+				Lockout: Lockout{Ladder: ladder(), Decay: DefaultDecay, Ledger: "auth"},
+			},
+			"signup": {
+				Limits: []Rule{
+					{Dimension: DimIP, Limit: 10, Window: time.Hour},
+					{Dimension: DimDevice, Limit: 5, Window: time.Hour},
+				},
+			},
+			"password_reset": {
+				Limits: []Rule{
+					{Dimension: DimUser, Limit: 5, Window: time.Hour},
+					{Dimension: DimIP, Limit: 20, Window: time.Hour},
+				},
+			},
+		},
+	}
+}

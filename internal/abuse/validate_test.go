@@ -1,0 +1,169 @@
+package abuse
+
+import (
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDefaultPolicyValidates(t *testing.T) {
+	p := DefaultPolicy()
+	if err := p.Validate(); err != nil {
+		t.Fatalf("DefaultPolicy().Validate() = %v", err)
+	}
+	for _, name := range []string{"login", "otp_send", "otp_verify", "signup", "password_reset"} {
+		if _, ok := p.Actions[name]; !ok {
+			t.Errorf("default policy lacks action %s", name)
+		}
+	}
+	if got := p.Actions["login"].Lockout.Ledger; got != "auth" {
+		t.Errorf("login ledger = %q; want auth", got)
+	}
+	if got := p.Actions["otp_verify"].Lockout.Ledger; got != "auth" {
+		t.Errorf("otp_verify ledger = %q; want auth", got)
+	}
+	if got := p.Actions["signup"].Lockout.Ledger; got != "signup" {
+		t.Errorf("signup ledger = %q; want signup (default)", got)
+	}
+	if got := p.Actions["login"].Limits[0].Name; got != "login/ip" {
+		t.Errorf("login limits[0] name = %q; want login/ip", got)
+	}
+	if got := p.Actions["login"].Failures[0].Name; got != "login/user+ip/failures" {
+		t.Errorf("login failures[0] name = %q; want login/user+ip/failures", got)
+	}
+	if got := p.Actions["otp_send"].OnStoreFailure; got != OnFailureLocal {
+		t.Errorf("otp_send on_store_failure = %q; want local", got)
+	}
+	// Validating twice is harmless (cmd/guard validates, then New does).
+	if err := p.Validate(); err != nil {
+		t.Fatalf("second Validate() = %v", err)
+	}
+	// A fresh copy each call.
+	q := DefaultPolicy()
+	q.Actions["login"].Lockout.Ladder[0] = time.Hour
+	if DefaultPolicy().Actions["login"].Lockout.Ladder[0] != time.Minute {
+		t.Errorf("DefaultPolicy shares its ladder between calls")
+	}
+}
+
+func TestValidateRejects(t *testing.T) {
+	rule := func(dim string, limit int, window time.Duration) Rule {
+		return Rule{Dimension: dim, Limit: limit, Window: window}
+	}
+	ladder := Lockout{Ladder: []time.Duration{time.Minute}}
+	tests := []struct {
+		name    string
+		action  Action
+		section string
+		index   int
+		field   string
+		msg     string
+	}{
+		{name: "no rules", action: Action{}, msg: "needs limits or failures"},
+		{name: "unknown dimension", action: Action{Limits: []Rule{rule(DimIP, 1, time.Second), rule("email", 1, time.Second)}},
+			section: "limits", index: 1, field: "dimension", msg: `unknown dimension "email"`},
+		{name: "limit zero", action: Action{Limits: []Rule{rule(DimIP, 0, time.Second)}},
+			section: "limits", index: 0, field: "limit", msg: "below 1"},
+		{name: "window below 1ms", action: Action{Limits: []Rule{rule(DimIP, 1, time.Microsecond)}},
+			section: "limits", index: 0, field: "window"},
+		{name: "window fraction of ms", action: Action{Limits: []Rule{rule(DimIP, 1, 1500*time.Microsecond)}},
+			section: "limits", index: 0, field: "window"},
+		{name: "two rules one dimension unnamed", action: Action{Limits: []Rule{rule(DimIP, 10, time.Second), rule(DimIP, 100, time.Hour)}},
+			section: "limits", index: 0, field: "name", msg: "each needs its own name"},
+		{name: "two rules one dimension same name", action: Action{Limits: []Rule{
+			{Name: "a", Dimension: DimIP, Limit: 10, Window: time.Second}, {Name: "a", Dimension: DimIP, Limit: 100, Window: time.Hour}}},
+			section: "limits", index: 1, field: "name", msg: "already used"},
+		{name: "bad rule name", action: Action{Limits: []Rule{{Name: `a"b`, Dimension: DimIP, Limit: 1, Window: time.Second}}},
+			section: "limits", index: 0, field: "name"},
+		{name: "failures without ladder", action: Action{Failures: []Rule{rule(DimUser, 5, time.Minute)}},
+			section: "lockout", index: -1, field: "ladder"},
+		{name: "failure window", action: Action{Failures: []Rule{rule(DimUser, 5, 0)}, Lockout: ladder},
+			section: "failures", index: 0, field: "window"},
+		{name: "ladder step zero", action: Action{Failures: []Rule{rule(DimUser, 5, time.Minute)}, Lockout: Lockout{Ladder: []time.Duration{time.Minute, 0}}},
+			section: "lockout", index: 1, field: "ladder"},
+		{name: "negative decay", action: Action{Failures: []Rule{rule(DimUser, 5, time.Minute)}, Lockout: Lockout{Ladder: ladder.Ladder, Decay: -time.Hour}},
+			section: "lockout", index: -1, field: "decay"},
+		{name: "count denials without failures", action: Action{Limits: []Rule{rule(DimIP, 1, time.Second)}, Lockout: Lockout{CountDenials: true}},
+			section: "lockout", index: -1, field: "count_denials"},
+		{name: "bad ledger", action: Action{Limits: []Rule{rule(DimIP, 1, time.Second)}, Lockout: Lockout{Ledger: "a|b"}},
+			section: "lockout", index: -1, field: "ledger"},
+		{name: "unknown on_store_failure", action: Action{Limits: []Rule{rule(DimIP, 1, time.Second)}, OnStoreFailure: "open"},
+			section: "on_store_failure", index: -1, msg: `unknown value "open"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := Policy{Actions: map[string]Action{"login": tt.action}}
+			err := p.Validate()
+			var pe *PolicyError
+			if !errors.As(err, &pe) {
+				t.Fatalf("Validate() = %v; want a *PolicyError", err)
+			}
+			if pe.Action != "login" || pe.Section != tt.section || (tt.section != "" && pe.Index != tt.index) || pe.Field != tt.field {
+				t.Errorf("error at action %q %s[%d].%s; want login %s[%d].%s", pe.Action, pe.Section, pe.Index, pe.Field, tt.section, tt.index, tt.field)
+			}
+			if !strings.Contains(err.Error(), tt.msg) || !strings.Contains(err.Error(), `action "login"`) {
+				t.Errorf("error %q does not name the action or lacks %q", err, tt.msg)
+			}
+		})
+	}
+}
+
+func TestValidateDefaultsAndLists(t *testing.T) {
+	p := Policy{
+		Actions: map[string]Action{
+			"login": {
+				Limits: []Rule{
+					{Name: "burst", Dimension: DimIP, Limit: 10, Window: time.Second},
+					{Name: "sustained", Dimension: DimIP, Limit: 100, Window: time.Hour},
+					{Dimension: DimUser, Limit: 5, Window: time.Minute},
+				},
+				Failures: []Rule{{Dimension: DimUser, Limit: 5, Window: time.Minute}},
+				Lockout:  Lockout{Ladder: []time.Duration{time.Minute}},
+			},
+		},
+		Allow: List{CIDRs: []netip.Prefix{netip.MustParsePrefix("::ffff:10.0.0.0/104")}, Users: []string{" Admin@Example.COM "}},
+		Deny:  List{Users: []string{"Straße"}, Devices: []string{"Bad-Device"}},
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatalf("Validate() = %v", err)
+	}
+	a := p.Actions["login"]
+	checks := []struct{ name, got, want string }{
+		{"limits[2] name", a.Limits[2].Name, "login/user"},
+		{"failures[0] name", a.Failures[0].Name, "login/user/failures"},
+		{"ledger", a.Lockout.Ledger, "login"},
+		{"decay", a.Lockout.Decay.String(), DefaultDecay.String()},
+		{"on_store_failure", a.OnStoreFailure, OnFailureLocal},
+		{"allow cidr", p.Allow.CIDRs[0].String(), "10.0.0.0/8"},
+		{"allow user", p.Allow.Users[0], "admin@example.com"},
+		{"deny user", p.Deny.Users[0], "strasse"},
+		{"deny device", p.Deny.Devices[0], "Bad-Device"},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %q; want %q", c.name, c.got, c.want)
+		}
+	}
+
+	bad := []struct {
+		name string
+		list List
+	}{
+		{"empty user", List{Users: []string{"  "}}},
+		{"long device", List{Devices: []string{strings.Repeat("d", 129)}}},
+		{"invalid cidr", List{CIDRs: []netip.Prefix{{}}}},
+	}
+	for _, tt := range bad {
+		q := Policy{Actions: map[string]Action{"x": {Limits: []Rule{{Dimension: DimIP, Limit: 1, Window: time.Second}}}}, Deny: tt.list}
+		var pe *PolicyError
+		if err := q.Validate(); !errors.As(err, &pe) || pe.Section != "deny" {
+			t.Errorf("%s: Validate() = %v; want a PolicyError in section deny", tt.name, err)
+		}
+	}
+	empty := Policy{}
+	if err := empty.Validate(); err == nil {
+		t.Errorf("Validate() of an empty policy = nil; want an error")
+	}
+}
