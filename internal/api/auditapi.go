@@ -1,0 +1,196 @@
+package api
+
+import (
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/guardhq/guard/internal/audit"
+)
+
+// auditParams are the query parameters of GET /v1/audit and /ui/events.
+var auditParams = []string{"user", "ip", "device", "action", "decision", "reason",
+	"kind", "since", "until", "limit", "cursor"}
+
+// auditPage is the JSON answer of GET /v1/audit.
+type auditPage struct {
+	Events     []audit.Event `json:"events"`
+	NextCursor *string       `json:"next_cursor"`
+}
+
+// handleAudit answers GET /v1/audit: one JSON page, or, when Accept asks
+// for application/x-ndjson or text/csv, the whole filtered result
+// streamed (limit and cursor then only bound where it starts).
+func (s *server) handleAudit(c *gin.Context) {
+	f, err := s.auditFilter(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	if ct := exportType(c.GetHeader("Accept")); ct != "" {
+		s.streamAudit(c, f, ct)
+		return
+	}
+	page, err := s.deps.Audit.Query(c.Request.Context(), f)
+	if err != nil {
+		writeError(c, dependency(err))
+		return
+	}
+	out := auditPage{Events: page.Events}
+	if out.Events == nil {
+		out.Events = []audit.Event{}
+	}
+	if page.Next != nil {
+		next := s.deps.Cursors.Encode(page.Next)
+		out.NextCursor = &next
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, out)
+}
+
+// streamAudit writes every event matching f in the export format ct. An
+// error before anything reached the client is answered with the error
+// body; after that the connection is aborted so the client sees a broken
+// transfer rather than a short file that looks complete.
+func (s *server) streamAudit(c *gin.Context, f audit.Filter, ct string) {
+	f.Limit = 0
+	h := c.Writer.Header()
+	h.Set("Content-Type", ct+"; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	x, err := audit.NewExporter(c.Writer, ct)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	if err := s.deps.Audit.Stream(c.Request.Context(), f, x.Write); err != nil {
+		if !c.Writer.Written() {
+			h.Del("Content-Type")
+			writeError(c, dependency(err))
+			return
+		}
+		loggerFrom(c).Error("audit export failed mid-stream", "err", err)
+		panic(http.ErrAbortHandler)
+	}
+	if err := x.Close(); err != nil {
+		loggerFrom(c).Warn("audit export: flush failed", "err", err)
+	}
+}
+
+// exportType picks the answer format from Accept: audit.ContentTypeNDJSON
+// or audit.ContentTypeCSV when one of them is the most preferred
+// acceptable type, "" (JSON) otherwise, including for a missing or
+// unparseable header.
+func exportType(accept string) string {
+	best, bestQ := "", 0.0
+	for _, part := range strings.Split(accept, ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		q := 1.0
+		if v, ok := params["q"]; ok {
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				q = f
+			}
+		}
+		var ct string
+		switch mt {
+		case audit.ContentTypeNDJSON, audit.ContentTypeCSV:
+			ct = mt
+		case "application/json", "application/*", "*/*":
+			ct = ""
+		default:
+			continue
+		}
+		if q > bestQ {
+			best, bestQ = ct, q
+		}
+	}
+	return best
+}
+
+// auditFilter parses and validates the audit query parameters. Empty
+// values do not filter (so the review page's form can send them all).
+func (s *server) auditFilter(c *gin.Context) (audit.Filter, error) {
+	q, err := singleParams(c, auditParams...)
+	if err != nil {
+		return audit.Filter{}, err
+	}
+	get := func(k string) string {
+		if v := q[k]; v != nil {
+			return *v
+		}
+		return ""
+	}
+	var f audit.Filter
+	if v := get("user"); v != "" {
+		if f.User, err = s.deps.NormalizeUser(v); err != nil {
+			return f, inputError(err, "user")
+		}
+	}
+	if v := get("device"); v != "" {
+		if f.Device, err = s.deps.NormalizeDevice(v); err != nil {
+			return f, inputError(err, "device")
+		}
+	}
+	if v := get("ip"); v != "" {
+		if f.IP, err = prefixOf(v); err != nil {
+			return f, badRequest("ip", "ip must be an IPv4 or IPv6 address or CIDR without zone")
+		}
+	}
+	f.Action, f.Reason = get("action"), get("reason")
+	switch f.Decision = get("decision"); f.Decision {
+	case "", "allow", "deny":
+	default:
+		return f, badRequest("decision", `decision must be "allow" or "deny"`)
+	}
+	switch f.Kind = get("kind"); f.Kind {
+	case "", audit.KindCheck, audit.KindReport, audit.KindAdmin:
+	default:
+		return f, badRequest("kind", `kind must be "check", "report" or "admin"`)
+	}
+	for _, t := range []struct {
+		name string
+		dst  *time.Time
+	}{{"since", &f.Since}, {"until", &f.Until}} {
+		if v := get(t.name); v != "" {
+			at, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				return f, badRequest(t.name, t.name+" must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
+			}
+			*t.dst = at.UTC()
+		}
+	}
+	f.Limit = audit.DefaultLimit
+	if v := get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > audit.MaxLimit {
+			return f, badRequest("limit", "limit must be an integer from 1 to 1000")
+		}
+		f.Limit = n
+	}
+	if v := get("cursor"); v != "" {
+		if f.Cursor, err = s.deps.Cursors.Decode(v); err != nil {
+			return f, badRequest("cursor", "cursor is not one Guard issued")
+		}
+	}
+	return f, nil
+}
+
+// inputError keeps an *abuse.InputError from a normaliser and turns any
+// other error into a 400 for field.
+func inputError(err error, field string) error {
+	if e := classify(err); e.Status == http.StatusBadRequest {
+		out := *e
+		if out.Field == "" {
+			out.Field = field
+		}
+		return &out
+	}
+	return badRequest(field, field+" is not valid")
+}

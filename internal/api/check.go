@@ -1,0 +1,192 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/guardhq/guard/internal/abuse"
+	"github.com/guardhq/guard/sdk"
+)
+
+// handleCheck answers POST /v1/check.
+func (s *server) handleCheck(c *gin.Context) {
+	var req sdk.CheckRequest
+	if err := decodeBody(c, &req); err != nil {
+		writeError(c, err)
+		return
+	}
+	in, err := checkInput(req, keyName(c))
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	d, err := s.decide(c, in)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	setDecisionHeaders(c.Writer.Header(), d, in.Cost)
+	c.JSON(http.StatusOK, checkResponse(d))
+}
+
+// decide runs one check and reports it to the observer.
+func (s *server) decide(c *gin.Context, in abuse.CheckInput) (abuse.Decision, error) {
+	start := s.now()
+	d, err := s.deps.Guard.Check(c.Request.Context(), in)
+	if err != nil {
+		return abuse.Decision{}, dependency(err)
+	}
+	decision := sdk.DecisionDeny
+	if d.Allowed {
+		decision = sdk.DecisionAllow
+	}
+	s.observe(in.Action, decision, d.Reason, d.Degraded, s.now().Sub(start))
+	return d, nil
+}
+
+// checkInput validates what the API can check without the policy: an
+// action and at least one identifier are present, and an explicit cost is
+// positive (its upper bound depends on the action, which abuse checks).
+func checkInput(req sdk.CheckRequest, key string) (abuse.CheckInput, error) {
+	if req.Action == "" {
+		return abuse.CheckInput{}, badRequest("action", "action is required")
+	}
+	if req.User == nil && req.IP == nil && req.Device == nil {
+		return abuse.CheckInput{}, badRequest("", "at least one of user, ip and device is required")
+	}
+	cost := 1
+	if req.Cost != nil {
+		if *req.Cost < 1 {
+			return abuse.CheckInput{}, badRequest("cost", "cost must be at least 1")
+		}
+		cost = *req.Cost
+	}
+	return abuse.CheckInput{
+		Action:  req.Action,
+		Subject: abuse.Subject{User: req.User, IP: req.IP, Device: req.Device},
+		Cost:    cost,
+		DryRun:  req.DryRun,
+		APIKey:  key,
+	}, nil
+}
+
+// checkResponse is the wire form of a decision.
+func checkResponse(d abuse.Decision) sdk.CheckResponse {
+	r := sdk.CheckResponse{
+		Decision:   sdk.DecisionDeny,
+		Reason:     d.Reason,
+		DecisionID: d.ID,
+		Degraded:   d.Degraded,
+		Limits:     []sdk.Limit{},
+	}
+	if d.Allowed {
+		r.Decision = sdk.DecisionAllow
+	} else {
+		r.RetryAfterMs = ceilMillis(d.RetryAfter)
+		if d.Reason == abuse.ReasonStoreUnavailable && r.RetryAfterMs == 0 {
+			r.RetryAfterMs = 1000
+		}
+	}
+	for _, l := range sortedLimits(d.Limits) {
+		r.Limits = append(r.Limits, sdk.Limit{
+			Rule:      l.Rule,
+			Dimension: l.Dimension,
+			Limit:     l.Limit,
+			WindowMs:  ceilMillis(l.Window),
+			Remaining: max(l.Remaining, 0),
+			ResetMs:   ceilMillis(l.Reset),
+		})
+	}
+	if d.Lockout != nil {
+		r.Lockout = wireLockout(d.Lockout)
+	}
+	return r
+}
+
+func wireLockout(l *abuse.LockoutInfo) *sdk.Lockout {
+	if l == nil {
+		return nil
+	}
+	return &sdk.Lockout{Dimension: l.Dimension, Until: l.Until.UTC(), Level: l.Level}
+}
+
+// handleReport answers POST /v1/report.
+func (s *server) handleReport(c *gin.Context) {
+	var req sdk.ReportRequest
+	if err := decodeBody(c, &req); err != nil {
+		writeError(c, err)
+		return
+	}
+	switch {
+	case req.Action == "":
+		writeError(c, badRequest("action", "action is required"))
+		return
+	case req.Outcome != sdk.OutcomeSuccess && req.Outcome != sdk.OutcomeFailure:
+		writeError(c, badRequest("outcome", `outcome must be "success" or "failure"`))
+		return
+	case req.User == nil && req.IP == nil && req.Device == nil:
+		writeError(c, badRequest("", "at least one of user, ip and device is required"))
+		return
+	}
+	out, err := s.deps.Guard.Report(c.Request.Context(), abuse.ReportInput{
+		Action:     req.Action,
+		Subject:    abuse.Subject{User: req.User, IP: req.IP, Device: req.Device},
+		Outcome:    req.Outcome,
+		DecisionID: req.DecisionID,
+		APIKey:     keyName(c),
+	})
+	if err != nil {
+		writeError(c, dependency(err))
+		return
+	}
+	c.JSON(http.StatusOK, sdk.ReportResponse{Lockout: wireLockout(out.Lockout)})
+}
+
+// setDecisionHeaders sets RateLimit-Policy and RateLimit (every evaluated
+// rule, most restrictive first, same order in both; only when rules were
+// evaluated) and Retry-After on denials that will end.
+func setDecisionHeaders(h http.Header, d abuse.Decision, cost int) {
+	limits := sortedLimits(d.Limits)
+	if len(limits) > 0 {
+		policy := make([]string, len(limits))
+		state := make([]string, len(limits))
+		for i, l := range limits {
+			name := sfString(l.Rule)
+			policy[i] = name + ";q=" + strconv.Itoa(l.Limit) + ";w=" + strconv.FormatInt(ceilSeconds(l.Window), 10)
+			state[i] = name + ";r=" + strconv.Itoa(max(l.Remaining, 0)) + ";t=" + strconv.FormatInt(ceilSeconds(l.Reset), 10)
+		}
+		h.Set("RateLimit-Policy", strings.Join(policy, ", "))
+		h.Set("RateLimit", strings.Join(state, ", "))
+	}
+	if secs, ok := retryAfter(d, limits, cost); ok {
+		h.Set("Retry-After", strconv.FormatInt(secs, 10))
+	}
+}
+
+// retryAfter is the Retry-After of a decision in whole seconds, rounded
+// up: on rate-limit and lockout denials never earlier than the t of any
+// enforced rule the attempt does not fit in, and at least 1; exactly 1 on
+// a store_unavailable denial; none on allowed or denylisted answers,
+// which no waiting changes.
+func retryAfter(d abuse.Decision, limits []abuse.LimitState, cost int) (int64, bool) {
+	if d.Allowed {
+		return 0, false
+	}
+	switch d.Reason {
+	case abuse.ReasonStoreUnavailable:
+		return 1, true
+	case abuse.ReasonRateLimited, abuse.ReasonLockedOut:
+	default:
+		return 0, false
+	}
+	secs := ceilSeconds(d.RetryAfter)
+	for _, l := range limits {
+		if !l.Shadow && l.Remaining < cost {
+			secs = max(secs, ceilSeconds(l.Reset))
+		}
+	}
+	return max(secs, 1), true
+}

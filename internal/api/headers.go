@@ -1,0 +1,66 @@
+package api
+
+import (
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/guardhq/guard/internal/abuse"
+)
+
+// sortedLimits returns the limits most restrictive first: least remaining,
+// then latest reset, then by rule name so the order is deterministic.
+func sortedLimits(in []abuse.LimitState) []abuse.LimitState {
+	out := append([]abuse.LimitState(nil), in...)
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Remaining != b.Remaining {
+			return a.Remaining < b.Remaining
+		}
+		if a.Reset != b.Reset {
+			return a.Reset > b.Reset
+		}
+		return false
+	})
+	return out
+}
+
+// ceilMillis is d in whole milliseconds, rounded up; never negative.
+func ceilMillis(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// ceilSeconds is d in whole seconds, rounded up; never negative.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// sfString renders s as a structured-field string (RFC 9651): quoted, with
+// backslash and quote escaped; other bytes outside printable ASCII are not
+// allowed there, so they are replaced by "?" (rule names are validated at
+// start and never contain them).
+func sfString(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c > 0x7e:
+			b.WriteByte('?')
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}

@@ -1,0 +1,73 @@
+package api
+
+import (
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/guardhq/guard/internal/abuse"
+	"github.com/guardhq/guard/sdk"
+)
+
+// handlePolicy answers GET /v1/policy: the effective policy, which holds
+// no keys or secrets by construction (abuse.Policy has none).
+func (s *server) handlePolicy(c *gin.Context) {
+	c.JSON(http.StatusOK, wirePolicy(s.deps.Guard.Policy()))
+}
+
+func wirePolicy(p abuse.Policy) sdk.Policy {
+	out := sdk.Policy{Actions: make(map[string]sdk.PolicyAction, len(p.Actions))}
+	for name, a := range p.Actions {
+		out.Actions[name] = sdk.PolicyAction{
+			Limits:   wireRules(a.Limits),
+			Failures: wireRules(a.Failures),
+			Lockout: sdk.PolicyLockout{
+				LadderMs:     millisList(a.Lockout.Ladder),
+				DecayMs:      ceilMillis(a.Lockout.Decay),
+				Ledger:       a.Lockout.Ledger,
+				CountDenials: a.Lockout.CountDenials,
+			},
+			OnStoreFailure: a.OnStoreFailure,
+			Shadow:         a.Shadow,
+		}
+	}
+	out.Lists = sdk.PolicyLists{Allow: wireList(p.Allow), Deny: wireList(p.Deny)}
+	return out
+}
+
+func wireRules(rules []abuse.Rule) []sdk.PolicyRule {
+	out := make([]sdk.PolicyRule, 0, len(rules))
+	for _, r := range rules {
+		out = append(out, sdk.PolicyRule{
+			Name:      r.Name,
+			Dimension: r.Dimension,
+			Limit:     r.Limit,
+			WindowMs:  ceilMillis(r.Window),
+			Shadow:    r.Shadow,
+		})
+	}
+	return out
+}
+
+func millisList(ds []time.Duration) []int64 {
+	out := make([]int64, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, ceilMillis(d))
+	}
+	return out
+}
+
+func wireList(l abuse.List) sdk.PolicyList {
+	out := sdk.PolicyList{
+		CIDRs:   make([]string, 0, len(l.CIDRs)),
+		Users:   append([]string{}, l.Users...),
+		Devices: append([]string{}, l.Devices...),
+	}
+	for _, p := range l.CIDRs {
+		out.CIDRs = append(out.CIDRs, p.String())
+	}
+	sort.Strings(out.CIDRs)
+	return out
+}
