@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -76,7 +77,7 @@ func eventRow(e Event) []any {
 		addr = a
 	}
 	return []any{
-		e.At, e.ID, e.Kind, nullText(e.Action), nullText(e.Decision),
+		e.At, clean(e.ID), clean(e.Kind), nullText(e.Action), nullText(e.Decision),
 		nullText(e.Reason), nullText(e.Outcome), nullText(e.User),
 		nullText(e.IP), addr, nullText(e.Device), nullText(e.Rule),
 		e.RetryAfterMs, e.LockoutUntil, e.Degraded, e.DryRun,
@@ -85,11 +86,20 @@ func eventRow(e Event) []any {
 	}
 }
 
+// nullText maps "" to NULL and makes s storable: Postgres text cannot hold
+// NUL or invalid UTF-8, and one such event must not fail its whole batch.
 func nullText(s string) any {
 	if s == "" {
 		return nil
 	}
-	return s
+	return clean(s)
+}
+
+func clean(s string) string {
+	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
 }
 
 // Insert writes events in one transaction: COPY into a per-connection

@@ -1,0 +1,248 @@
+package audit
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+)
+
+// The spool is an append-only file of records, each
+//
+//	uint32 length | uint32 CRC-32C of payload | payload (one event's JSON)
+//
+// big-endian. A crash can leave a torn last record: on open the file is
+// scanned and cut at the first record that is short or fails its checksum,
+// so appends never land behind garbage. Records are replayed from the
+// front in order; once every record has been written to the store the file
+// is truncated to zero. Replaying a prefix twice (a crash mid-replay) is
+// harmless because stores skip ids they hold.
+
+const (
+	spoolFileName   = "audit.spool"
+	spoolHeaderSize = 8
+	maxSpoolRecord  = 1 << 20 // an event is a few hundred bytes; larger is corruption
+)
+
+var (
+	errSpoolFull = errors.New("audit spool full")
+	crcTable     = crc32.MakeTable(crc32.Castagnoli)
+)
+
+type spool struct {
+	path     string
+	maxBytes int64
+
+	mu      sync.Mutex
+	f       *os.File
+	bw      *bufio.Writer
+	size    int64 // file size including what bw buffers
+	readOff int64 // offset of the first record not yet in the store
+	pending int   // records from readOff to size
+	dirty   bool  // appended since the last fsync
+}
+
+// openSpool opens (creating) dir/audit.spool, takes an exclusive lock on it
+// so two processes never share a spool, and drops a torn tail.
+func openSpool(dir string, maxBytes int64) (*spool, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("spool dir: %w", err)
+	}
+	path := filepath.Join(dir, spoolFileName)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open spool: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock spool %s (another Guard process uses it?): %w", path, err)
+	}
+	end, n, err := scanSpool(f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if st, err := f.Stat(); err == nil && st.Size() != end {
+		if err := f.Truncate(end); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("cut torn spool tail: %w", err)
+		}
+	}
+	return &spool{path: path, maxBytes: maxBytes, f: f, bw: bufio.NewWriterSize(f, 64<<10),
+		size: end, pending: n}, nil
+}
+
+// scanSpool returns the offset after the last intact record and the number
+// of intact records.
+func scanSpool(f *os.File) (int64, int, error) {
+	r := bufio.NewReaderSize(io.NewSectionReader(f, 0, 1<<62), 64<<10)
+	var off int64
+	n := 0
+	for {
+		_, size, err := readRecord(r)
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, errTorn) {
+				return off, n, nil
+			}
+			return 0, 0, fmt.Errorf("scan spool: %w", err)
+		}
+		off += size
+		n++
+	}
+}
+
+var errTorn = errors.New("torn spool record")
+
+// readRecord reads one record; io.EOF at a clean end, errTorn for a short
+// or corrupt one. It returns the payload and the record's size on disk.
+func readRecord(r *bufio.Reader) ([]byte, int64, error) {
+	var h [spoolHeaderSize]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, 0, io.EOF
+		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, 0, errTorn
+		}
+		return nil, 0, err
+	}
+	n := binary.BigEndian.Uint32(h[:4])
+	if n == 0 || n > maxSpoolRecord {
+		return nil, 0, errTorn
+	}
+	p := make([]byte, n)
+	if _, err := io.ReadFull(r, p); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, 0, errTorn
+		}
+		return nil, 0, err
+	}
+	if crc32.Checksum(p, crcTable) != binary.BigEndian.Uint32(h[4:]) {
+		return nil, 0, errTorn
+	}
+	return p, int64(spoolHeaderSize + n), nil
+}
+
+// append adds events in order and returns how many it added; it stops with
+// errSpoolFull at the size bound. Data is buffered; sync makes it durable.
+func (s *spool) append(events []Event) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, e := range events {
+		p, err := json.Marshal(e)
+		if err != nil {
+			return i, fmt.Errorf("encode spool record: %w", err)
+		}
+		if s.size+int64(spoolHeaderSize+len(p)) > s.maxBytes {
+			return i, errSpoolFull
+		}
+		var h [spoolHeaderSize]byte
+		binary.BigEndian.PutUint32(h[:4], uint32(len(p)))
+		binary.BigEndian.PutUint32(h[4:], crc32.Checksum(p, crcTable))
+		if _, err := s.bw.Write(h[:]); err != nil {
+			return i, fmt.Errorf("write spool: %w", err)
+		}
+		if _, err := s.bw.Write(p); err != nil {
+			return i, fmt.Errorf("write spool: %w", err)
+		}
+		s.size += int64(spoolHeaderSize + len(p))
+		s.pending++
+		s.dirty = true
+	}
+	return len(events), nil
+}
+
+// sync writes buffered records and fsyncs the file. The fsync runs outside
+// the lock so Record's overflow appends never wait for the disk.
+func (s *spool) sync() error {
+	s.mu.Lock()
+	if !s.dirty {
+		s.mu.Unlock()
+		return nil
+	}
+	err := s.bw.Flush()
+	s.dirty = false
+	s.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("flush spool: %w", err)
+	}
+	if err := s.f.Sync(); err != nil {
+		return fmt.Errorf("fsync spool: %w", err)
+	}
+	return nil
+}
+
+// read returns up to max events from the front of the unreplayed records,
+// the offset after them and how many records that was; the records stay
+// pending until commit.
+func (s *spool) read(max int) ([]Event, int64, int, error) {
+	s.mu.Lock()
+	err := s.bw.Flush()
+	off, end := s.readOff, s.size
+	s.mu.Unlock()
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("flush spool: %w", err)
+	}
+	r := bufio.NewReaderSize(io.NewSectionReader(s.f, off, end-off), 64<<10)
+	var out []Event
+	records := 0
+	for len(out) < max && off < end {
+		p, size, err := readRecord(r)
+		if err != nil {
+			return nil, 0, 0, fmt.Errorf("read spool at %d: %w", off, err)
+		}
+		off += size
+		records++
+		var e Event
+		if err := json.Unmarshal(p, &e); err != nil {
+			continue // intact checksum but undecodable: skip it rather than wedge replay
+		}
+		out = append(out, e)
+	}
+	return out, off, records, nil
+}
+
+// commit marks the records before next as stored; when that is all of
+// them, the file is truncated to zero. It returns the number of records
+// still pending.
+func (s *spool) commit(next int64, records int) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.readOff = next
+	s.pending -= records
+	if s.readOff < s.size {
+		return s.pending, nil
+	}
+	if err := s.bw.Flush(); err != nil {
+		return s.pending, fmt.Errorf("flush spool: %w", err)
+	}
+	if err := s.f.Truncate(0); err != nil {
+		return s.pending, fmt.Errorf("truncate spool: %w", err)
+	}
+	s.size, s.readOff, s.pending = 0, 0, 0
+	return 0, nil
+}
+
+// stats returns the pending record count and the file size in bytes (what
+// counts against the bound).
+func (s *spool) stats() (int, int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pending, s.size
+}
+
+// close syncs and closes the file (releasing the lock).
+func (s *spool) close() error {
+	err := s.sync()
+	if cerr := s.f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close spool: %w", cerr)
+	}
+	return err
+}

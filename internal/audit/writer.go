@@ -1,0 +1,280 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// WriterConfig configures a Writer; zero fields get the documented defaults.
+type WriterConfig struct {
+	// BatchSize is the most events written per store call; a full batch is
+	// written at once. Default 1000.
+	BatchSize int
+	// FlushInterval is the longest an event waits in memory before its
+	// (partial) batch is written, and how often the spool is fsynced.
+	// Default 200ms.
+	FlushInterval time.Duration
+	// QueueSize bounds the in-memory queue between Record and the writer
+	// goroutine, in events. Default 65536.
+	QueueSize int
+	// SpoolDir is where the spool file (audit.spool) lives. "" means no
+	// spool: while the store is down, the failing batch is retried and new
+	// events wait in the queue; what overflows it is dropped and counted.
+	SpoolDir string
+	// SpoolMaxBytes bounds the spool file. Default 1 GiB. When it is full,
+	// new events are dropped and counted, and OnSpoolFull(true) fires.
+	SpoolMaxBytes int64
+	// InsertTimeout bounds one store write. Default 5s.
+	InsertTimeout time.Duration
+	// RetryInterval is how often a down store is probed. Default 1s.
+	RetryInterval time.Duration
+	// Now is the clock for state-change times. Default time.Now.
+	Now func() time.Time
+}
+
+// WriterHooks are optional callbacks for metrics and alerts. They run on
+// the writer's goroutine (OnDropped and OnSpoolFull also on Record's
+// caller) and must be quick and must not call back into the Writer.
+type WriterHooks struct {
+	// OnWritten receives the number of events written to the store.
+	OnWritten func(n int)
+	// OnDropped receives the number of events lost (queue and spool full,
+	// or no spool while the store is down, or rejected by the store).
+	OnDropped func(n int)
+	// OnStoreState fires when the store goes down (up=false, with the error)
+	// or comes back (up=true), with the time of the change.
+	OnStoreState func(up bool, since time.Time, err error)
+	// OnSpoolFull fires when the spool reaches SpoolMaxBytes (true) and
+	// when it has room again (false).
+	OnSpoolFull func(full bool)
+}
+
+// WriterStats is a snapshot of a Writer's state for metrics and /readyz.
+type WriterStats struct {
+	Queued      int    // events in the in-memory queue or the batch being written
+	SpoolEvents int    // events in the spool not yet in the store
+	SpoolBytes  int64  // size of the spool file
+	Written     uint64 // events written to the store since start
+	Dropped     uint64 // events lost since start
+	StoreUp     bool   // the last store write or probe succeeded
+	SpoolFull   bool
+}
+
+// ErrWriterClosed is returned by a second Close.
+var ErrWriterClosed = errors.New("audit writer closed")
+
+// Writer moves events from the decision path to the Store without ever
+// making the decision path wait: Record enqueues, one goroutine batches
+// (BatchSize or FlushInterval, whichever first) and writes; while the store
+// is down, batches go to the spool file and are replayed in order when it
+// is back.
+//
+// Durability: an event is durable once it is in the store or the spool has
+// been fsynced. A crash therefore loses at most what was Recorded in the
+// last FlushInterval plus the batch being written (with the store up:
+// events not yet written; with the store down: spool records not yet
+// fsynced, also at most one FlushInterval old), plus any queue backlog if
+// the writer had fallen behind. Close loses nothing.
+type Writer struct {
+	logger *slog.Logger
+	cfg    WriterConfig
+	store  Store
+	hooks  WriterHooks
+	spool  *spool // nil without SpoolDir
+
+	q         chan Event
+	closeMu   sync.RWMutex // Record holds it shared so Close knows no Record is mid-enqueue
+	closed    bool
+	stop      chan struct{}
+	done      chan struct{}
+	ctx       context.Context // cancelled when Close's deadline passes
+	cancel    context.CancelFunc
+	closeErr  error
+	inflight  atomic.Int64
+	written   atomic.Uint64
+	dropped   atomic.Uint64
+	up        atomic.Bool
+	spoolFull atomic.Bool
+	downSince time.Time // writer goroutine only
+	lastProbe time.Time // writer goroutine only
+}
+
+// NewWriter validates cfg, opens the spool (replaying what a previous run
+// left there, in the background) and starts the writer goroutine. Call
+// Close to stop it. It fails when the spool cannot be opened or is locked
+// by another process.
+func NewWriter(logger *slog.Logger, cfg WriterConfig, store Store, hooks WriterHooks) (*Writer, error) {
+	if store == nil {
+		return nil, errors.New("audit writer: nil store")
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 1000
+	}
+	if cfg.FlushInterval <= 0 {
+		cfg.FlushInterval = 200 * time.Millisecond
+	}
+	if cfg.QueueSize <= 0 {
+		cfg.QueueSize = 65536
+	}
+	if cfg.SpoolMaxBytes <= 0 {
+		cfg.SpoolMaxBytes = 1 << 30
+	}
+	if cfg.InsertTimeout <= 0 {
+		cfg.InsertTimeout = 5 * time.Second
+	}
+	if cfg.RetryInterval <= 0 {
+		cfg.RetryInterval = time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	w := &Writer{
+		logger: logger, cfg: cfg, store: store, hooks: hooks,
+		q: make(chan Event, cfg.QueueSize), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+	w.up.Store(true)
+	if cfg.SpoolDir != "" {
+		sp, err := openSpool(cfg.SpoolDir, cfg.SpoolMaxBytes)
+		if err != nil {
+			w.cancel()
+			return nil, fmt.Errorf("audit writer: %w", err)
+		}
+		w.spool = sp
+		if n, size := sp.stats(); n > 0 {
+			logger.Warn("audit spool holds events from a previous run; replaying", "events", n, "bytes", size, "path", sp.path)
+		}
+	}
+	go w.run()
+	return w, nil
+}
+
+// Record queues e for writing and returns at once; it never blocks on the
+// store. When the queue is full, e goes straight to the spool, or is
+// dropped and counted without one. Record after Close drops and counts.
+// e.At and e.LockoutUntil are kept in UTC at millisecond precision.
+func (w *Writer) Record(e Event) {
+	w.closeMu.RLock()
+	defer w.closeMu.RUnlock()
+	if w.closed {
+		w.drop(1, "writer closed")
+		return
+	}
+	e = normalize(e)
+	select {
+	case w.q <- e:
+		return
+	default:
+	}
+	if w.spool != nil {
+		if _, err := w.spool.append([]Event{e}); err == nil {
+			return
+		} else {
+			w.spoolError(err)
+		}
+	}
+	w.drop(1, "audit queue full")
+}
+
+// Backlog returns how many recorded events are not yet in the store:
+// queued, being written, or spooled.
+func (w *Writer) Backlog() int {
+	s := w.Stats()
+	return s.Queued + s.SpoolEvents
+}
+
+// PostgresUp reports whether the last store write or probe succeeded.
+func (w *Writer) PostgresUp() bool { return w.up.Load() }
+
+// Stats returns a snapshot of the writer's counters.
+func (w *Writer) Stats() WriterStats {
+	st := WriterStats{
+		Queued:    len(w.q) + int(w.inflight.Load()),
+		Written:   w.written.Load(),
+		Dropped:   w.dropped.Load(),
+		StoreUp:   w.up.Load(),
+		SpoolFull: w.spoolFull.Load(),
+	}
+	if w.spool != nil {
+		st.SpoolEvents, st.SpoolBytes = w.spool.stats()
+	}
+	return st
+}
+
+// Close stops accepting events, writes the queue to the store (or the
+// spool), then replays the spool into the store while it answers, and
+// fsyncs and closes the spool; what could not be written stays in the
+// spool for the next start. When ctx ends first, the write in progress is
+// abandoned to the spool. It returns an error when events were dropped
+// during shutdown (no spool and the store down), or ErrWriterClosed when
+// called twice.
+func (w *Writer) Close(ctx context.Context) error {
+	w.closeMu.Lock()
+	if w.closed {
+		w.closeMu.Unlock()
+		return ErrWriterClosed
+	}
+	w.closed = true
+	w.closeMu.Unlock()
+	close(w.stop)
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+		w.cancel()
+		<-w.done
+	}
+	w.cancel()
+	return w.closeErr
+}
+
+func (w *Writer) drop(n int, why string) {
+	if n <= 0 {
+		return
+	}
+	w.dropped.Add(uint64(n))
+	if w.hooks.OnDropped != nil {
+		w.hooks.OnDropped(n)
+	}
+	w.logger.Debug("audit events dropped", "n", n, "reason", why)
+}
+
+func (w *Writer) spoolError(err error) {
+	if errors.Is(err, errSpoolFull) {
+		if !w.spoolFull.Swap(true) {
+			w.logger.Error("audit spool full: dropping events until it drains", "max_bytes", w.cfg.SpoolMaxBytes)
+			if w.hooks.OnSpoolFull != nil {
+				w.hooks.OnSpoolFull(true)
+			}
+		}
+		return
+	}
+	w.logger.Error("audit spool write failed", "err", err)
+}
+
+func (w *Writer) markUp() {
+	if w.up.Swap(true) {
+		return
+	}
+	now := w.cfg.Now()
+	w.logger.Info("audit store reachable again", "down_for", now.Sub(w.downSince).String())
+	if w.hooks.OnStoreState != nil {
+		w.hooks.OnStoreState(true, now, nil)
+	}
+}
+
+func (w *Writer) markDown(err error) {
+	if !w.up.Swap(false) {
+		return
+	}
+	w.downSince = w.cfg.Now()
+	w.lastProbe = w.downSince
+	w.logger.Error("audit store unreachable; spooling events", "err", err, "spool", w.spool != nil)
+	if w.hooks.OnStoreState != nil {
+		w.hooks.OnStoreState(false, w.downSince, err)
+	}
+}

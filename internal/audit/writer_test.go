@@ -1,0 +1,374 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// flakyStore is a real MemoryStore whose Insert and Ping fail while down is
+// set, standing in for an outage of the store the writer talks to; it also
+// records the batch sizes it was given.
+type flakyStore struct {
+	*MemoryStore
+	down    atomic.Bool
+	mu      sync.Mutex
+	batches []int
+	inserts map[string]int // successful inserts per id, duplicates included
+}
+
+var errOutage = errors.New("store down (test outage)")
+
+func newFlakyStore() *flakyStore {
+	return &flakyStore{MemoryStore: NewMemoryStore(0), inserts: map[string]int{}}
+}
+
+func (s *flakyStore) Insert(ctx context.Context, events []Event) error {
+	if s.down.Load() {
+		return errOutage
+	}
+	s.mu.Lock()
+	s.batches = append(s.batches, len(events))
+	for _, e := range events {
+		s.inserts[e.ID]++
+	}
+	s.mu.Unlock()
+	return s.MemoryStore.Insert(ctx, events)
+}
+
+func (s *flakyStore) Ping(context.Context) error {
+	if s.down.Load() {
+		return errOutage
+	}
+	return nil
+}
+
+func (s *flakyStore) batchSizes() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.batches)
+}
+
+// waitFor polls cond until it holds or the test's patience (10s) runs out.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func newTestWriter(t *testing.T, cfg WriterConfig, s Store, hooks WriterHooks) *Writer {
+	t.Helper()
+	w, err := NewWriter(discardLogger(), cfg, s, hooks)
+	if err != nil {
+		t.Fatalf("new writer: %v", err)
+	}
+	t.Cleanup(func() { w.Close(context.Background()) })
+	return w
+}
+
+func TestWriterBatchesBySize(t *testing.T) {
+	s := newFlakyStore()
+	w := newTestWriter(t, WriterConfig{BatchSize: 10, FlushInterval: time.Hour}, s, WriterHooks{})
+	for _, e := range genEvents("b", 25, time.Now(), time.Millisecond) {
+		w.Record(e)
+	}
+	waitFor(t, "two full batches", func() bool { return len(s.batchSizes()) == 2 })
+	if err := w.Close(context.Background()); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if got, want := s.batchSizes(), []int{10, 10, 5}; !slices.Equal(got, want) {
+		t.Errorf("got batches %v, want %v", got, want)
+	}
+	if got := w.Stats().Written; got != 25 {
+		t.Errorf("got written %d, want 25", got)
+	}
+}
+
+func TestWriterFlushesByInterval(t *testing.T) {
+	s := newFlakyStore()
+	w := newTestWriter(t, WriterConfig{BatchSize: 1000, FlushInterval: 20 * time.Millisecond}, s, WriterHooks{})
+	for _, e := range genEvents("i", 3, time.Now(), time.Millisecond) {
+		w.Record(e)
+	}
+	waitFor(t, "an interval flush", func() bool { return s.Len() == 3 })
+	if got, want := s.batchSizes(), []int{3}; !slices.Equal(got, want) {
+		t.Errorf("got batches %v, want %v", got, want)
+	}
+	if got := w.Backlog(); got != 0 {
+		t.Errorf("got backlog %d, want 0", got)
+	}
+}
+
+func TestWriterSpoolsDuringOutage(t *testing.T) {
+	s := newFlakyStore()
+	var mu sync.Mutex
+	var states []bool
+	hooks := WriterHooks{OnStoreState: func(up bool, _ time.Time, _ error) {
+		mu.Lock()
+		states = append(states, up)
+		mu.Unlock()
+	}}
+	dir := t.TempDir()
+	w := newTestWriter(t, WriterConfig{BatchSize: 16, FlushInterval: 10 * time.Millisecond,
+		RetryInterval: 20 * time.Millisecond, SpoolDir: dir}, s, hooks)
+	evs := genEvents("s", 200, time.Now(), time.Millisecond)
+
+	s.down.Store(true)
+	for _, e := range evs[:150] {
+		w.Record(e)
+	}
+	waitFor(t, "events spooled", func() bool { return w.Stats().SpoolEvents == 150 })
+	if w.PostgresUp() {
+		t.Errorf("got store up during outage, want down")
+	}
+	if got := w.Backlog(); got != 150 {
+		t.Errorf("got backlog %d, want 150", got)
+	}
+	s.down.Store(false)
+	for _, e := range evs[150:] {
+		w.Record(e)
+	}
+	waitFor(t, "spool replayed", func() bool { return w.Backlog() == 0 && s.Len() == len(evs) })
+	if st, err := os.Stat(filepath.Join(dir, spoolFileName)); err != nil || st.Size() != 0 {
+		t.Errorf("got spool file %v (err %v), want empty", st, err)
+	}
+	for _, e := range evs {
+		if n := s.inserts[e.ID]; n != 1 {
+			t.Errorf("event %s inserted %d times, want 1", e.ID, n)
+		}
+	}
+	// Events reach the store in the order they were recorded.
+	page, _ := s.Query(context.Background(), Filter{Limit: MaxLimit})
+	if got, want := len(page.Events), len(evs); got != want {
+		t.Fatalf("got %d events, want %d", got, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []bool{false, true}; !slices.Equal(states, want) {
+		t.Errorf("got store states %v, want %v", states, want)
+	}
+}
+
+func TestWriterCloseKeepsSpoolForNextStart(t *testing.T) {
+	dir := t.TempDir()
+	s := newFlakyStore()
+	s.down.Store(true)
+	w, err := NewWriter(discardLogger(), WriterConfig{SpoolDir: dir, FlushInterval: 10 * time.Millisecond}, s, WriterHooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := genEvents("k", 50, time.Now(), time.Millisecond)
+	for _, e := range evs {
+		w.Record(e)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := w.Close(ctx); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if got := s.Len(); got != 0 {
+		t.Fatalf("got %d events in a down store, want 0", got)
+	}
+
+	s.down.Store(false)
+	w2 := newTestWriter(t, WriterConfig{SpoolDir: dir, FlushInterval: 10 * time.Millisecond}, s, WriterHooks{})
+	waitFor(t, "replay at next start", func() bool { return s.Len() == len(evs) && w2.Backlog() == 0 })
+}
+
+func TestWriterWithoutSpoolDropsAndCounts(t *testing.T) {
+	s := newFlakyStore()
+	s.down.Store(true)
+	var dropped atomic.Int64
+	w, err := NewWriter(discardLogger(), WriterConfig{BatchSize: 5, QueueSize: 10,
+		FlushInterval: 5 * time.Millisecond, RetryInterval: 5 * time.Millisecond}, s,
+		WriterHooks{OnDropped: func(n int) { dropped.Add(int64(n)) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range genEvents("d", 100, time.Now(), time.Millisecond) {
+		w.Record(e)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := w.Close(ctx); err == nil {
+		t.Errorf("got nil error from Close with the store down and no spool, want one")
+	}
+	st := w.Stats()
+	if got := st.Written + st.Dropped; got != 100 {
+		t.Errorf("got written %d + dropped %d = %d, want 100", st.Written, st.Dropped, got)
+	}
+	if got := dropped.Load(); got != int64(st.Dropped) {
+		t.Errorf("got OnDropped total %d, want %d", got, st.Dropped)
+	}
+	w.Record(Event{ID: "late"})
+	if got := w.Stats().Dropped; got != st.Dropped+1 {
+		t.Errorf("got dropped %d after Record on a closed writer, want %d", got, st.Dropped+1)
+	}
+}
+
+func TestWriterQueueOverflowGoesToSpool(t *testing.T) {
+	s := newFlakyStore()
+	s.down.Store(true)
+	w := newTestWriter(t, WriterConfig{BatchSize: 1000, QueueSize: 4, FlushInterval: time.Hour,
+		SpoolDir: t.TempDir()}, s, WriterHooks{})
+	for _, e := range genEvents("o", 20, time.Now(), time.Millisecond) {
+		w.Record(e)
+	}
+	if got := w.Stats().Dropped; got != 0 {
+		t.Errorf("got %d dropped, want 0 (overflow spooled)", got)
+	}
+	if got := w.Backlog(); got != 20 {
+		t.Errorf("got backlog %d, want 20", got)
+	}
+}
+
+func TestWriterSpoolFull(t *testing.T) {
+	s := newFlakyStore()
+	s.down.Store(true)
+	var full atomic.Bool
+	w := newTestWriter(t, WriterConfig{BatchSize: 10, FlushInterval: 5 * time.Millisecond,
+		SpoolDir: t.TempDir(), SpoolMaxBytes: 4096}, s,
+		WriterHooks{OnSpoolFull: func(f bool) { full.Store(f) }})
+	evs := genEvents("f", 100, time.Now(), time.Millisecond)
+	for _, e := range evs {
+		w.Record(e)
+	}
+	waitFor(t, "spool full", func() bool { return full.Load() && w.Backlog() == w.Stats().SpoolEvents })
+	st := w.Stats()
+	if st.SpoolBytes > 4096 || st.Dropped == 0 || int(st.Dropped)+st.SpoolEvents != len(evs) {
+		t.Errorf("got %+v, want spool <= 4096 bytes and spooled + dropped = %d", st, len(evs))
+	}
+	s.down.Store(false)
+	waitFor(t, "spool drained and not full", func() bool { return w.Backlog() == 0 && !full.Load() })
+	if got, want := s.Len(), st.SpoolEvents; got != want {
+		t.Errorf("got %d stored, want %d", got, want)
+	}
+}
+
+func TestWriterCloseTwice(t *testing.T) {
+	w := newTestWriter(t, WriterConfig{}, NewMemoryStore(0), WriterHooks{})
+	if err := w.Close(context.Background()); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if err := w.Close(context.Background()); !errors.Is(err, ErrWriterClosed) {
+		t.Errorf("got %v, want ErrWriterClosed", err)
+	}
+}
+
+func TestSpoolLockedByAnotherWriter(t *testing.T) {
+	dir := t.TempDir()
+	newTestWriter(t, WriterConfig{SpoolDir: dir}, NewMemoryStore(0), WriterHooks{})
+	if _, err := NewWriter(discardLogger(), WriterConfig{SpoolDir: dir}, NewMemoryStore(0), WriterHooks{}); err == nil {
+		t.Errorf("got a second writer on one spool, want an error")
+	}
+}
+
+func TestSpoolTornTail(t *testing.T) {
+	dir := t.TempDir()
+	sp, err := openSpool(dir, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := genEvents("t", 10, time.Now().UTC().Truncate(time.Millisecond), time.Millisecond)
+	if _, err := sp.append(evs); err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, spoolFileName)
+	intact, _ := os.Stat(path)
+	tests := []struct {
+		name string
+		tail []byte
+	}{
+		{"half a header", []byte{0, 0}},
+		{"header without payload", []byte{0, 0, 0, 40, 1, 2, 3, 4, '{'}},
+		{"bad checksum", append([]byte{0, 0, 0, 2, 9, 9, 9, 9}, "{}"...)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Write(tt.tail)
+			f.Close()
+			sp, err := openSpool(dir, 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sp.close()
+			if n, size := sp.stats(); n != len(evs) || size != intact.Size() {
+				t.Errorf("got %d records, %d bytes; want %d, %d", n, size, len(evs), intact.Size())
+			}
+			got, _, records, err := sp.read(100)
+			if err != nil || records != len(evs) {
+				t.Fatalf("read: %d records, err %v", records, err)
+			}
+			if !slices.Equal(ids(got), ids(evs)) {
+				t.Errorf("got %v, want %v in order", ids(got), ids(evs))
+			}
+			if got[3].At != evs[3].At {
+				t.Errorf("got at %v, want %v", got[3].At, evs[3].At)
+			}
+		})
+	}
+}
+
+func TestWriterRecordNeverBlocks(t *testing.T) {
+	// A store that hangs until the test ends: Record must still return.
+	block := make(chan struct{})
+	defer close(block)
+	hang := &hangStore{MemoryStore: NewMemoryStore(0), block: block}
+	w, err := NewWriter(discardLogger(), WriterConfig{BatchSize: 1, QueueSize: 2}, hang, WriterHooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		w.Close(ctx)
+	}()
+	done := make(chan struct{})
+	go func() {
+		for _, e := range genEvents("h", 1000, time.Now(), time.Millisecond) {
+			w.Record(e)
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Record blocked on a hanging store")
+	}
+	if got := w.Stats().Dropped; got < 990 {
+		t.Errorf("got %d dropped, want the overflow (>= 990) counted", got)
+	}
+}
+
+type hangStore struct {
+	*MemoryStore
+	block chan struct{}
+}
+
+func (s *hangStore) Insert(ctx context.Context, _ []Event) error {
+	select {
+	case <-s.block:
+		return fmt.Errorf("released")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
