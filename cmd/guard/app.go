@@ -1,0 +1,321 @@
+package main
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/guardhq/guard/internal/abuse"
+	"github.com/guardhq/guard/internal/alert"
+	"github.com/guardhq/guard/internal/api"
+	"github.com/guardhq/guard/internal/audit"
+	"github.com/guardhq/guard/internal/limits"
+	"github.com/guardhq/guard/internal/metrics"
+)
+
+// app is one wired Guard: every component `guard serve` runs, built from a
+// Config. bench builds one too, so it measures exactly what serve runs.
+type app struct {
+	log      *slog.Logger
+	cfg      *Config
+	metrics  *metrics.Metrics
+	store    limits.Store
+	failover *limits.FailoverStore // nil without Redis
+	audit    audit.Store
+	recorder *audit.Writer
+	pool     *pgxpool.Pool // nil without a database
+	guard    *abuse.Guard
+	handler  http.Handler
+	alerts   *alert.Notifier
+	// stopBackground ends the background loops (partition maintenance,
+	// health polling) started by newApp.
+	stopBackground context.CancelFunc
+	background     chan struct{}
+}
+
+// appOptions are the knobs of newApp that are not in the config file.
+type appOptions struct {
+	// migrate runs the audit migrations before the store is used.
+	migrate bool
+	// secretGenerated says the key secret was made up at start (for the
+	// warning and the docs' reasoning).
+	secretGenerated bool
+}
+
+// newApp builds every component of cfg. On error, whatever was built is
+// closed again.
+func newApp(ctx context.Context, logger *slog.Logger, cfg *Config, opts appOptions) (a *app, err error) {
+	a = &app{log: logger, cfg: cfg, metrics: metrics.New()}
+	defer func() {
+		if err != nil {
+			a.close(context.Background())
+			a = nil
+		}
+	}()
+	a.alerts = alert.New(logger, alert.Config{
+		WebhookURL: cfg.Alerts.WebhookURL,
+		Timeout:    cfg.Alerts.Timeout,
+		Instance:   cfg.Instance,
+		OnResult:   a.metrics.AlertSent,
+	}, nil, nil)
+	if err := a.buildStore(ctx); err != nil {
+		return a, err
+	}
+	if err := a.buildAudit(ctx, opts.migrate); err != nil {
+		return a, err
+	}
+	a.guard, err = abuse.New(logger, abuse.Config{
+		Policy:       cfg.Policy,
+		KeySecret:    []byte(cfg.KeySecret),
+		KeyPrefix:    cfg.KeyPrefix,
+		IPv6Prefix:   cfg.IPv6Prefix,
+		TrustTTL:     trustTTL(cfg.TrustTTL),
+		Pseudonymize: cfg.Audit.Pseudonymize,
+		Instance:     cfg.Instance,
+	}, a.store, a.recorder, a.audit)
+	if err != nil {
+		return a, fmt.Errorf("build guard: %w", err)
+	}
+	keys := make([]api.Key, len(cfg.APIKeys))
+	for i, k := range cfg.APIKeys {
+		keys[i] = api.Key{Name: k.Name, Scopes: k.Scopes, KeySHA256: fmt.Sprintf("%x", k.SHA256)}
+	}
+	proxies := make([]string, len(cfg.ForwardAuth.TrustedProxies))
+	for i, p := range cfg.ForwardAuth.TrustedProxies {
+		proxies[i] = p.String()
+	}
+	a.handler, err = api.New(logger, api.Config{
+		Keys: keys,
+		ForwardAuth: api.ForwardAuthConfig{
+			UserHeader:     cfg.ForwardAuth.UserHeader,
+			DeviceHeader:   cfg.ForwardAuth.DeviceHeader,
+			TrustedProxies: proxies,
+		},
+	}, api.Deps{
+		Guard:           a.guard,
+		Audit:           a.audit,
+		Cursors:         audit.NewCursorCodec(derive(cfg.KeySecret, "audit-cursor")),
+		NormalizeUser:   a.guard.AuditUser,
+		NormalizeDevice: a.guard.AuditDevice,
+		Readiness:       a.readiness,
+		Metrics:         a.metrics.Handler(),
+		Observer:        a.metrics,
+	})
+	if err != nil {
+		return a, fmt.Errorf("build api: %w", err)
+	}
+	bg, stop := context.WithCancel(context.Background())
+	a.stopBackground = stop
+	a.background = make(chan struct{})
+	go a.runBackground(bg)
+	return a, nil
+}
+
+// trustTTL maps the config's "0 disables" onto abuse's "negative disables".
+func trustTTL(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// derive makes a purpose-bound key from the key secret, so the secret
+// itself is used for one thing only (identifier hashes).
+func derive(secret, purpose string) []byte {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte("guard:" + purpose))
+	return m.Sum(nil)
+}
+
+// buildStore sets up the limits store: memory without Redis, else Redis
+// behind the failover store with a memory fallback.
+func (a *app) buildStore(ctx context.Context) error {
+	if a.cfg.RedisURL == "" {
+		a.log.Warn("NO REDIS CONFIGURED: using the in-memory limiter. Limits and lockouts are " +
+			"per process (not shared between instances) and are lost on restart. " +
+			"Set GUARD_REDIS_URL or redis_url for production.")
+		a.store = limits.NewMemory(limits.MemoryConfig{})
+		a.metrics.SetRedisUp(false)
+		return nil
+	}
+	client, err := newRedisClient(a.cfg.RedisURL)
+	if err != nil {
+		return err
+	}
+	primary := limits.NewRedis(client, limits.RedisConfig{Prefix: a.cfg.KeyPrefix})
+	pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := primary.Ping(pingCtx); err != nil {
+		a.log.Error("Redis does not answer at start; deciding from the local fallback until it does", "err", err)
+	} else {
+		a.log.Info("Redis limiter ready", "redis", redactURL(a.cfg.RedisURL), "key_prefix", a.cfg.KeyPrefix)
+	}
+	a.failover = limits.NewFailover(a.log, limits.FailoverConfig{
+		Budget:    a.cfg.Store.Budget,
+		FleetSize: a.cfg.Store.FleetSize,
+	}, primary, limits.NewMemory(limits.MemoryConfig{}), limits.FailoverEvents{
+		OnStateChange: func(up bool, since time.Time, cause error) {
+			a.metrics.SetRedisUp(up)
+			a.metrics.SetDegraded(!up)
+			if up {
+				a.alerts.Up(alert.Redis, since, "")
+			} else {
+				a.alerts.Down(alert.Redis, since, errDetail(cause))
+			}
+		},
+		OnBreakerState: func(s limits.BreakerState) { a.metrics.SetBreakerState(s.String()) },
+		OnPrimaryError: func(error) { a.metrics.RedisError() },
+	})
+	a.store = a.failover
+	return nil
+}
+
+// newRedisClient parses a redis:// URL into a client whose calls honour
+// their context deadline (the failover budget).
+func newRedisClient(rawURL string) (*redis.Client, error) {
+	opt, err := redis.ParseURL(rawURL)
+	if err != nil {
+		return nil, errors.New("redis url: " + sanitize(err.Error(), rawURL))
+	}
+	opt.ContextTimeoutEnabled = true
+	// A retried command may run a decision twice (counting more, never
+	// less); the budget is too short for retries to help anyway.
+	opt.MaxRetries = -1
+	return redis.NewClient(opt), nil
+}
+
+// buildAudit sets up the audit trail: a bounded memory store without a
+// database, else Postgres with a batching, spooling writer.
+func (a *app) buildAudit(ctx context.Context, migrate bool) error {
+	if a.cfg.DatabaseURL == "" {
+		a.log.Warn("NO DATABASE CONFIGURED: the audit trail is kept in memory (at most " +
+			fmt.Sprint(audit.DefaultMemoryMax) + " events) and lost on restart. " +
+			"Set GUARD_DATABASE_URL or database_url for production.")
+		mem := audit.NewMemoryStore(0)
+		a.audit = mem
+		w, err := newAuditWriter(a.log, a.cfg, mem, a.metrics, a.alerts, "")
+		if err != nil {
+			return err
+		}
+		a.recorder = w
+		return nil
+	}
+	if migrate {
+		v, dirty, err := audit.Migrate(ctx, a.cfg.DatabaseURL, audit.MigrateUp)
+		if err != nil {
+			return err
+		}
+		if dirty {
+			return fmt.Errorf("audit schema version %d is dirty: repair it, then run guard migrate up", v)
+		}
+		a.log.Info("audit schema migrated", "version", v)
+	}
+	pcfg, err := pgxpool.ParseConfig(a.cfg.DatabaseURL)
+	if err != nil {
+		return errors.New("database url: " + sanitize(err.Error(), a.cfg.DatabaseURL))
+	}
+	a.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return fmt.Errorf("postgres pool: %w", err)
+	}
+	pg := audit.NewPGStore(a.log, a.pool, audit.PGConfig{Retention: a.cfg.Audit.Retention})
+	pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := pg.Ping(pingCtx); err != nil {
+		a.log.Error("Postgres does not answer at start; audit events are spooled until it does",
+			"err", err, "spool_dir", a.cfg.Audit.SpoolDir)
+		a.metrics.SetPostgresUp(false)
+	} else {
+		a.log.Info("Postgres audit trail ready", "database", redactURL(a.cfg.DatabaseURL))
+	}
+	a.audit = pg
+	w, err := newAuditWriter(a.log, a.cfg, pg, a.metrics, a.alerts, a.cfg.Audit.SpoolDir)
+	if err != nil {
+		return err
+	}
+	a.recorder = w
+	return nil
+}
+
+// runBackground runs what the app needs besides requests: audit partition
+// maintenance and the health gauges, until ctx ends.
+func (a *app) runBackground(ctx context.Context) {
+	defer close(a.background)
+	if pg, ok := a.audit.(*audit.PGStore); ok {
+		go func() { _ = pg.RunMaintenance(ctx) }()
+	}
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		a.pollHealth(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// pollHealth refreshes the gauges that no event updates.
+func (a *app) pollHealth(context.Context) {
+	st := a.recorder.Stats()
+	a.metrics.SetAuditBacklog(st.Queued + st.SpoolEvents)
+	a.metrics.SetSpoolBytes(st.SpoolBytes)
+}
+
+// readiness answers /readyz: Guard can always decide (the fallback limiter
+// keeps answering), degraded while Redis is unreachable.
+func (a *app) readiness(ctx context.Context) api.Readiness {
+	r := api.Readiness{CanDecide: true, Mode: "normal", Redis: "ok", Postgres: "ok",
+		AuditBacklog: int64(a.recorder.Backlog())}
+	if a.failover != nil && a.failover.Degraded() {
+		r.Mode, r.Redis = "degraded", "down"
+	}
+	if a.pool != nil && !a.recorder.PostgresUp() {
+		r.Postgres = "down"
+	} else if a.pool != nil {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		if a.audit.Ping(pctx) != nil {
+			r.Postgres = "down"
+		}
+	}
+	return r
+}
+
+// close stops the background loops, flushes the audit writer (bounded by
+// ctx) and closes the stores, in that order: the writer needs the store.
+func (a *app) close(ctx context.Context) error {
+	var errs []error
+	if a.stopBackground != nil {
+		a.stopBackground()
+		<-a.background
+	}
+	if a.recorder != nil {
+		if err := a.recorder.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("close audit writer: %w", err))
+		}
+	}
+	if a.pool != nil {
+		a.pool.Close()
+	}
+	if a.store != nil {
+		if err := a.store.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close limits store: %w", err))
+		}
+	}
+	if a.alerts != nil {
+		if err := a.alerts.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("close alerts: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}

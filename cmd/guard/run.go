@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// env is what a command may touch of the outside world; run receives it
+// from main so tests can drive every command in-process.
+type env struct {
+	getenv func(string) string
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// command is one subcommand of guard.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, e *env, args []string) error
+}
+
+func commands() []command {
+	return []command{
+		{"serve", "run the Guard HTTP service", runServe},
+		{"migrate", "apply or revert the audit database schema (up, down, version)", runMigrate},
+		{"audit", "search or export the audit trail of a running Guard", runAudit},
+		{"help", "describe guard or one command", nil},
+	}
+}
+
+const usageHead = `guard — login/OTP abuse protection: strict sliding-window limits in Redis,
+escalating lockouts, an audit trail in Postgres, fail-open with alerts.
+
+Usage:
+  guard <command> [flags]
+
+Commands:
+`
+
+const usageTail = `
+Run "guard <command> --help" for a command's flags. Configuration comes from a
+YAML file (--config or GUARD_CONFIG) and the environment (GUARD_LISTEN,
+GUARD_REDIS_URL, GUARD_DATABASE_URL, GUARD_KEY_SECRET); see docs/configuration.md.
+`
+
+func printUsage(w io.Writer) {
+	fmt.Fprint(w, usageHead)
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, usageTail)
+}
+
+// run is guard's whole program: args as os.Args (args[0] the program name),
+// the environment through getenv, output to stdout and stderr. It returns
+// when the command is done or, for serve, when ctx is cancelled and the
+// server has shut down.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	e := &env{getenv: getenv, stdout: stdout, stderr: stderr}
+	if len(args) < 2 {
+		printUsage(stderr)
+		return errors.New("no command given")
+	}
+	name, rest := args[1], args[2:]
+	switch name {
+	case "-h", "-help", "--help", "help":
+		if name == "help" && len(rest) > 0 && rest[0] != "help" {
+			return run(ctx, []string{args[0], rest[0], "--help"}, getenv, stdout, stderr)
+		}
+		printUsage(stdout)
+		return nil
+	}
+	for _, c := range commands() {
+		if c.name == name && c.run != nil {
+			err := c.run(ctx, e, rest)
+			if errors.Is(err, flag.ErrHelp) {
+				return nil
+			}
+			return err
+		}
+	}
+	printUsage(stderr)
+	return fmt.Errorf("unknown command %q", name)
+}
+
+// newFlagSet makes a command's flag set: errors are returned (never exit),
+// --help goes to stdout, mistakes to stderr.
+func newFlagSet(e *env, name, usage, description string) *flag.FlagSet {
+	fs := flag.NewFlagSet("guard "+name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: guard %s %s\n\n%s\n", name, usage, strings.TrimSpace(description))
+		var hasFlags bool
+		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+		if hasFlags {
+			fmt.Fprint(w, "\nFlags:\n")
+			fs.PrintDefaults()
+		}
+	}
+	return fs
+}
+
+// parseFlags parses args; --help prints the usage to stdout and returns
+// flag.ErrHelp, which run turns into success.
+func parseFlags(e *env, fs *flag.FlagSet, args []string) error {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "-help" || a == "--help" {
+			fs.SetOutput(e.stdout)
+			fs.Usage()
+			return flag.ErrHelp
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%s: %w", fs.Name(), err)
+	}
+	return nil
+}

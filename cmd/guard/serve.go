@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+const serveHelp = `
+Runs the Guard HTTP service (API: docs/api.md) until SIGINT or SIGTERM, then
+shuts down gracefully: it stops accepting connections, finishes the requests
+in flight, flushes the audit trail and closes Redis and Postgres.
+
+Configuration: the YAML file of --config (or GUARD_CONFIG), then the
+environment: GUARD_LISTEN (default 127.0.0.1:8080), GUARD_REDIS_URL,
+GUARD_DATABASE_URL, GUARD_KEY_SECRET, GUARD_KEY_PREFIX, GUARD_INSTANCE.
+Without a Redis URL Guard limits in memory, without a database URL it keeps
+the audit trail in memory: fine for trying it out, never for production
+(single instance, lost on restart); it says so at start.
+
+Without key_secret Guard makes up a random one at start (and warns): limits
+then do not survive a restart. With a Redis URL a key_secret is required.`
+
+// Defaults of serve's flags.
+const (
+	defaultShutdownTimeout = 25 * time.Second
+	envLogFormat           = "GUARD_LOG_FORMAT"
+	envLogLevel            = "GUARD_LOG_LEVEL"
+)
+
+func runServe(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "serve", "[flags]", serveHelp)
+	configPath := fs.String("config", "", "config file (default: GUARD_CONFIG; none: built-in defaults)")
+	logFormat := fs.String("log-format", firstNonEmpty(e.getenv(envLogFormat), "text"), "log format: text or json (env GUARD_LOG_FORMAT)")
+	logLevel := fs.String("log-level", firstNonEmpty(e.getenv(envLogLevel), "info"), "log level: debug, info, warn or error (env GUARD_LOG_LEVEL)")
+	migrate := fs.Bool("migrate", false, "apply the audit database migrations before serving")
+	shutdownTimeout := fs.Duration("shutdown-timeout", defaultShutdownTimeout, "how long a graceful stop may take before connections are cut")
+	if err := parseFlags(e, fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
+	}
+	logger, err := newLogger(e.stderr, *logFormat, *logLevel)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	cfg, err := loadConfig(*configPath, e.getenv)
+	if err != nil {
+		return err
+	}
+	generated, err := ensureKeySecret(cfg)
+	if err != nil {
+		return err
+	}
+	if generated {
+		logger.Warn("NO KEY SECRET CONFIGURED: using a random one made up at start. Limits and " +
+			"lockouts do not survive a restart and audit cursors break. Set GUARD_KEY_SECRET " +
+			"or key_secret (e.g. openssl rand -hex 32).")
+	}
+	if cfg.File == "" {
+		logger.Info("no config file; running the built-in default policy", "actions", actionNames(cfg))
+	} else {
+		logger.Info("config loaded", "file", cfg.File, "actions", actionNames(cfg), "policy_from_file", cfg.PolicyFromFile)
+	}
+	if len(cfg.APIKeys) == 0 {
+		logger.Warn("no api_keys configured: every /v1 request will be answered 401; add api_keys to the config file")
+	}
+	a, err := newApp(ctx, logger, cfg, appOptions{migrate: *migrate})
+	if err != nil {
+		return err
+	}
+	return a.serve(ctx, *shutdownTimeout)
+}
+
+// ensureKeySecret makes up a key secret when none is configured and that is
+// safe: with Redis, instances and restarts must hash identifiers alike, so
+// a missing secret is an error there.
+func ensureKeySecret(cfg *Config) (generated bool, err error) {
+	if cfg.KeySecret != "" {
+		return false, nil
+	}
+	if cfg.RedisURL != "" {
+		return false, errors.New("key_secret is required with a Redis URL (every instance and every restart must hash identifiers with the same secret): set GUARD_KEY_SECRET or key_secret, e.g. to the output of openssl rand -hex 32")
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return false, fmt.Errorf("generate key secret: %w", err)
+	}
+	cfg.KeySecret = hex.EncodeToString(b)
+	return true, nil
+}
+
+func actionNames(cfg *Config) string {
+	names := make([]string, 0, len(cfg.Policy.Actions))
+	for n := range cfg.Policy.Actions {
+		names = append(names, n)
+	}
+	return strings.Join(sortedCopy(names), ",")
+}
+
+// newLogger builds the process logger on w (stderr).
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	default:
+		return nil, fmt.Errorf("log format %q: want text or json", format)
+	}
+}
+
+// serve listens on the configured address and serves until ctx ends, then
+// shuts down: stop accepting, finish in-flight requests (at most timeout),
+// flush the audit writer, close the stores.
+func (a *app) serve(ctx context.Context, timeout time.Duration) error {
+	ln, err := net.Listen("tcp", a.cfg.Listen)
+	if err != nil {
+		_ = a.close(context.Background())
+		return fmt.Errorf("listen on %s: %w", a.cfg.Listen, err)
+	}
+	srv := &http.Server{
+		Handler:           a.handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		// Audit exports stream the whole filtered trail; a short write
+		// timeout would cut them off.
+		WriteTimeout:   10 * time.Minute,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+	}
+	a.log.Info("guard listening", "addr", ln.Addr().String(), "instance", a.cfg.Instance)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	var serveErr error
+	select {
+	case serveErr = <-served:
+		// The listener failed on its own; still shut down in order.
+	case <-ctx.Done():
+		a.log.Info("shutting down: no new connections, finishing requests in flight")
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var errs []error
+	if err := srv.Shutdown(sctx); err != nil {
+		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+		_ = srv.Close()
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		errs = append(errs, fmt.Errorf("serve: %w", serveErr))
+	}
+	if err := a.close(sctx); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		a.log.Info("guard stopped")
+	}
+	return errors.Join(errs...)
+}
