@@ -1,0 +1,225 @@
+package abuse
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/guardhq/guard/internal/audit"
+	"github.com/guardhq/guard/internal/limits"
+)
+
+// storeUnavailableRetry is the retry_after of a store_unavailable denial.
+const storeUnavailableRetry = time.Second
+
+// Check decides one attempt and records its audit event.
+//
+// Errors: an *InputError for an unknown action (code unknown_action, field
+// "action"), an invalid or missing identifier (field "user", "ip",
+// "device", or none when all three are absent) or a cost outside 1..the
+// smallest attempt-rule limit of the action (field "cost"); otherwise only
+// a wrapped store error (limits.ErrUnavailable when a store without
+// failover cannot be reached), in which case nothing is audited.
+func (g *Guard) Check(ctx context.Context, in CheckInput) (Decision, error) {
+	a, err := g.action(in.Action)
+	if err != nil {
+		return Decision{}, err
+	}
+	id, err := g.subject(in.Subject)
+	if err != nil {
+		return Decision{}, err
+	}
+	cost := in.Cost
+	if cost == 0 {
+		cost = 1
+	}
+	if maxCost := max(a.minLimit, 1); cost < 1 || cost > maxCost {
+		return Decision{}, &InputError{Code: CodeInvalidRequest, Field: "cost",
+			Message: fmt.Sprintf("cost %d outside 1..%d (the smallest limit of action %s)", in.Cost, maxCost, a.name)}
+	}
+
+	d := Decision{Action: a.name, DryRun: in.DryRun, Limits: []LimitState{}}
+	start := g.nowMs()
+	d.ID = newID(start)
+	switch {
+	case g.deny.matches(&id):
+		d.At, d.Reason = start, ReasonDenylisted
+		g.recordCheck(&d, &id, in.APIKey, "", nil)
+		return d, nil
+	case g.allow.matches(&id):
+		d.At, d.Allowed, d.Reason = start, true, ReasonAllowlisted
+		g.recordCheck(&d, &id, in.APIKey, "", nil)
+		return d, nil
+	}
+
+	req := limits.CheckRequest{Cost: cost, DryRun: in.DryRun, Nonce: d.ID, OnFailure: a.onFailure}
+	// evaluated maps request rules back to the action's rules.
+	var evaluated [8]*compiledRule
+	rules := evaluated[:0]
+	for i := range a.limits {
+		r := &a.limits[i]
+		if !id.has(r.dim) {
+			continue
+		}
+		rules = append(rules, r)
+		req.Rules = append(req.Rules, limits.Rule{
+			Key: r.keyPrefix + g.keys.hash(&id, r.dim), Limit: r.Limit, Window: r.Window, Shadow: r.Shadow || a.shadow,
+		})
+	}
+	req.Locks = g.lockRefs(a.ledger, &id)
+	if len(req.Rules) == 0 && len(req.Locks) == 0 {
+		// Nothing applies: no store round trip for an answer that is
+		// always "ok".
+		d.At, d.Allowed, d.Reason = start, true, ReasonOK
+		g.recordCheck(&d, &id, in.APIKey, "", nil)
+		return d, nil
+	}
+	if id.hasUser && id.hasDevice {
+		req.TrustKey = g.keys.trustKey(&id)
+	}
+	if a.countDeny {
+		if esc := g.escalation(a, &id); len(esc.Failures) > 0 {
+			req.DenialFailures = &esc
+		}
+	}
+
+	res, err := g.store.Check(ctx, &req)
+	if err != nil {
+		return Decision{}, fmt.Errorf("check %s: %w", a.name, err)
+	}
+	d.At = res.Now.UTC().Truncate(time.Millisecond)
+	if res.Now.IsZero() {
+		d.At = start
+	}
+	d.Degraded = res.Degraded || res.Unavailable
+	for i, rr := range res.Rules {
+		if i >= len(rules) {
+			break
+		}
+		r := rules[i]
+		d.Limits = append(d.Limits, LimitState{
+			Rule: r.Name, Dimension: r.Dimension, Limit: r.Limit, Window: r.Window,
+			Remaining: rr.Remaining, Reset: rr.Reset, Shadow: r.Shadow || a.shadow,
+		})
+	}
+	var lockUntil *time.Time
+	switch {
+	case res.Unavailable:
+		d.Reason = ReasonStoreUnavailable
+		d.Allowed = a.onFailure != limits.FailDeny
+		if !d.Allowed {
+			d.RetryAfter = storeUnavailableRetry
+		}
+	case res.Locked != nil && a.shadow:
+		// A shadow action reports what it would have done.
+		d.Allowed, d.Reason = true, ReasonShadow
+	case res.Locked != nil:
+		d.Reason = ReasonLockedOut
+		d.Lockout = g.lockoutInfo(res.Locked)
+		d.RetryAfter = max(res.Locked.Until.Sub(res.Now), time.Millisecond)
+		lockUntil = &res.Locked.Until
+	case !res.Allowed:
+		d.Reason = ReasonRateLimited
+		for i, rr := range res.Rules {
+			if i < len(req.Rules) && !req.Rules[i].Shadow && !rr.Allowed {
+				d.RetryAfter = max(d.RetryAfter, rr.RetryAfter)
+			}
+		}
+	default:
+		d.Allowed, d.Reason = true, ReasonOK
+		for _, rr := range res.Rules {
+			if !rr.Allowed {
+				d.Reason = ReasonShadow
+				break
+			}
+		}
+	}
+	if len(res.Struck) > 0 {
+		g.strikes.remember(res.Struck, &id)
+		last := latest(res.Struck, nil)
+		lockUntil = &last.Until
+	}
+	sortLimits(d.Limits)
+	rule := ""
+	if len(d.Limits) > 0 {
+		rule = d.Limits[0].Rule
+	}
+	g.recordCheck(&d, &id, in.APIKey, rule, lockUntil)
+	return d, nil
+}
+
+// sortLimits orders the rules most restrictive first: least remaining,
+// then latest reset; ties keep config order.
+func sortLimits(ls []LimitState) {
+	slices.SortStableFunc(ls, func(a, b LimitState) int {
+		if a.Remaining != b.Remaining {
+			return a.Remaining - b.Remaining
+		}
+		switch {
+		case a.Reset > b.Reset:
+			return -1
+		case a.Reset < b.Reset:
+			return 1
+		}
+		return 0
+	})
+}
+
+// latest returns the lock state that ends last among states and extra.
+func latest(states []limits.LockState, extra *limits.LockState) *limits.LockState {
+	best := extra
+	for i := range states {
+		if best == nil || states[i].Until.After(best.Until) {
+			best = &states[i]
+		}
+	}
+	return best
+}
+
+func (g *Guard) recordCheck(d *Decision, id *identity, apiKey, rule string, lockUntil *time.Time) {
+	decision := "deny"
+	if d.Allowed {
+		decision = "allow"
+	}
+	e := audit.Event{
+		ID:           d.ID,
+		At:           d.At,
+		Kind:         audit.KindCheck,
+		Action:       d.Action,
+		Decision:     decision,
+		Reason:       d.Reason,
+		Rule:         rule,
+		RetryAfterMs: ptr(ceilMs(d.RetryAfter)),
+		Degraded:     ptr(d.Degraded),
+		DryRun:       ptr(d.DryRun),
+		APIKey:       apiKey,
+		DecisionID:   d.ID,
+		Instance:     g.cfg.Instance,
+	}
+	if lockUntil != nil {
+		e.LockoutUntil = ptr(lockUntil.UTC())
+	}
+	g.auditIdentifiers(&e, id)
+	g.rec.Record(e)
+}
+
+// ceilMs is a duration in whole milliseconds, rounded up.
+func ceilMs(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// newID returns a ULID stamped with t. The library's default entropy is a
+// mutex-guarded monotonic reader, so ids of one millisecond stay unique and
+// ordered.
+func newID(t time.Time) string {
+	id, err := ulid.New(ulid.Timestamp(t), ulid.DefaultEntropy())
+	if err != nil {
+		// Only a monotonic overflow (2^80 ids in one millisecond) or a
+		// time past 10889 AD gets here; a fresh random id is still unique.
+		return ulid.Make().String()
+	}
+	return id.String()
+}

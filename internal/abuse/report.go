@@ -1,0 +1,106 @@
+package abuse
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/guardhq/guard/internal/audit"
+	"github.com/guardhq/guard/internal/limits"
+)
+
+// Report outcomes.
+const (
+	OutcomeSuccess = "success"
+	OutcomeFailure = "failure"
+)
+
+// Report records how an attempt ended and its audit event.
+//
+// A failure adds one entry to each of the action's failure rules whose
+// dimension the request names; a rule that fills strikes its lock in the
+// action's ledger. A success deletes the user+ip and user+device failure
+// logs of that user with that IP or device, for every action of the ledger
+// (never the user, ip or device logs, so no success erases evidence of an
+// attack from elsewhere), and trusts the device for the user for TrustTTL.
+// The outcome names the lockout the report struck or met (the one ending
+// last), or nil.
+//
+// Errors: *InputError for an unknown action, a bad identifier, no
+// identifier, or an outcome other than "success" or "failure" (field
+// "outcome"); else a wrapped store error, with nothing audited.
+func (g *Guard) Report(ctx context.Context, in ReportInput) (ReportOutcome, error) {
+	a, err := g.action(in.Action)
+	if err != nil {
+		return ReportOutcome{}, err
+	}
+	if in.Outcome != OutcomeSuccess && in.Outcome != OutcomeFailure {
+		return ReportOutcome{}, &InputError{Code: CodeInvalidRequest, Field: "outcome",
+			Message: fmt.Sprintf("outcome %q is neither success nor failure", in.Outcome)}
+	}
+	id, err := g.subject(in.Subject)
+	if err != nil {
+		return ReportOutcome{}, err
+	}
+	start := g.nowMs()
+	eventID := newID(start)
+	req := limits.ReportRequest{
+		Failure:   in.Outcome == OutcomeFailure,
+		Locks:     g.lockRefs(a.ledger, &id),
+		Nonce:     eventID,
+		OnFailure: a.onFailure,
+	}
+	if id.hasUser && id.hasDevice {
+		req.TrustKey = g.keys.trustKey(&id)
+	}
+	if req.Failure {
+		req.Escalation = g.escalation(a, &id)
+	} else {
+		req.Clear = g.clearKeys(a.ledger, &id)
+		if req.TrustKey != "" {
+			req.TrustTTL = g.cfg.TrustTTL
+		}
+	}
+	res, err := g.store.Report(ctx, &req)
+	if err != nil {
+		return ReportOutcome{}, fmt.Errorf("report %s: %w", a.name, err)
+	}
+	out := ReportOutcome{Degraded: res.Degraded || res.Unavailable}
+	if st := latest(res.Struck, res.Locked); st != nil {
+		out.Lockout = g.lockoutInfo(st)
+	}
+	e := audit.Event{
+		ID:         eventID,
+		At:         res.Now.UTC().Truncate(time.Millisecond),
+		Kind:       audit.KindReport,
+		Action:     a.name,
+		Outcome:    in.Outcome,
+		Degraded:   ptr(out.Degraded),
+		APIKey:     in.APIKey,
+		DecisionID: in.DecisionID,
+		Instance:   g.cfg.Instance,
+	}
+	if res.Now.IsZero() {
+		e.At = start
+	}
+	if len(res.Struck) > 0 {
+		g.strikes.remember(res.Struck, &id)
+		e.LockoutUntil = ptr(latest(res.Struck, nil).Until.UTC())
+	}
+	g.auditIdentifiers(&e, &id)
+	g.rec.Record(e)
+	return out, nil
+}
+
+// clearKeys are the failure logs a success deletes: the user+ip and
+// user+device logs of every action sharing the ledger, for this user with
+// this IP or device.
+func (g *Guard) clearKeys(led *compiledLedger, id *identity) []string {
+	var keys []string
+	for _, r := range led.failures {
+		if (r.dim == dimUserIP || r.dim == dimUserDevice) && id.has(r.dim) {
+			keys = append(keys, r.keyPrefix+g.keys.hash(id, r.dim))
+		}
+	}
+	return keys
+}
