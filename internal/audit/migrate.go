@@ -68,14 +68,15 @@ func Migrate(ctx context.Context, databaseURL, direction string) (version uint, 
 	case MigrateUp:
 		err = m.Up()
 	case MigrateDown:
+		// At version 0 there is nothing to revert (Steps would report a
+		// missing file).
+		if _, _, verr := m.Version(); errors.Is(verr, migrate.ErrNilVersion) {
+			break
+		}
 		err = m.Steps(-1)
 	}
-	if err != nil && !errors.Is(err, migrate.ErrNoChange) && !errors.Is(err, migrate.ErrNilVersion) {
-		// Steps(-1) at version 0 reports a missing file; there is nothing to revert.
-		var notExist migrate.ErrShortLimit
-		if !errors.As(err, &notExist) {
-			return 0, false, fmt.Errorf("migrate %s: %w", direction, err)
-		}
+	if err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		return 0, false, fmt.Errorf("migrate %s: %w", direction, err)
 	}
 	if ctx.Err() != nil {
 		return 0, false, fmt.Errorf("migrate %s: %w", direction, ctx.Err())
