@@ -95,7 +95,7 @@ type Writer struct {
 	ctx       context.Context // cancelled when Close's deadline passes
 	cancel    context.CancelFunc
 	closeErr  error
-	inflight  atomic.Int64
+	queued    atomic.Int64 // accepted into the queue, not yet written, spooled or dropped
 	written   atomic.Uint64
 	dropped   atomic.Uint64
 	up        atomic.Bool
@@ -166,10 +166,12 @@ func (w *Writer) Record(e Event) {
 		return
 	}
 	e = normalize(e)
+	w.queued.Add(1) // before the send, so Backlog never misses an event in flight
 	select {
 	case w.q <- e:
 		return
 	default:
+		w.queued.Add(-1)
 	}
 	if w.spool != nil {
 		if _, err := w.spool.append([]Event{e}); err == nil {
@@ -194,7 +196,7 @@ func (w *Writer) PostgresUp() bool { return w.up.Load() }
 // Stats returns a snapshot of the writer's counters.
 func (w *Writer) Stats() WriterStats {
 	st := WriterStats{
-		Queued:    len(w.q) + int(w.inflight.Load()),
+		Queued:    int(w.queued.Load()),
 		Written:   w.written.Load(),
 		Dropped:   w.dropped.Load(),
 		StoreUp:   w.up.Load(),

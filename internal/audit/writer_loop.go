@@ -20,7 +20,6 @@ func (w *Writer) run() {
 		select {
 		case e := <-w.q:
 			batch = append(batch, e)
-			w.inflight.Store(int64(len(batch))) // for Backlog: taken off the queue, not yet written
 			if len(batch) >= w.cfg.BatchSize {
 				w.flush(batch)
 				batch = batch[:0]
@@ -42,8 +41,9 @@ func (w *Writer) run() {
 // down or older events still wait in the spool (so the store receives them
 // in order).
 func (w *Writer) flush(batch []Event) {
-	w.inflight.Store(int64(len(batch)))
-	defer w.inflight.Store(0)
+	// Whatever happens below, the batch leaves the queue's count: written,
+	// spooled (counted there) or dropped (counted as such).
+	defer w.queued.Add(-int64(len(batch)))
 	if w.spool != nil {
 		if pending, _ := w.spool.stats(); pending > 0 || !w.up.Load() {
 			w.toSpool(batch)
@@ -207,7 +207,6 @@ func (w *Writer) finish(batch []Event) {
 		select {
 		case e := <-w.q:
 			batch = append(batch, e)
-			w.inflight.Store(int64(len(batch))) // for Backlog: taken off the queue, not yet written
 			if len(batch) >= w.cfg.BatchSize {
 				w.flush(batch)
 				batch = batch[:0]
