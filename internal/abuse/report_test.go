@@ -1,0 +1,216 @@
+package abuse
+
+import (
+	"testing"
+	"time"
+)
+
+// authPolicy has login and otp_verify on the ledger "auth" and otp_send
+// counting its denials; userFailures is login's user failure limit.
+func authPolicy(userFailures int) Policy {
+	ladder := []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute}
+	return Policy{Actions: map[string]Action{
+		"login": {
+			Limits: []Rule{{Dimension: DimIP, Limit: 100, Window: time.Minute}},
+			Failures: []Rule{
+				{Dimension: DimUserIP, Limit: 3, Window: 15 * time.Minute},
+				{Dimension: DimUser, Limit: userFailures, Window: time.Hour},
+			},
+			Lockout: Lockout{Ladder: ladder, Decay: time.Hour, Ledger: "auth"},
+		},
+		"otp_verify": {
+			Limits:   []Rule{{Dimension: DimUser, Limit: 100, Window: time.Minute}},
+			Failures: []Rule{{Dimension: DimUser, Limit: 2, Window: 10 * time.Minute}},
+			Lockout:  Lockout{Ladder: ladder, Decay: time.Hour, Ledger: "auth"},
+		},
+		"otp_send": {
+			Limits:   []Rule{{Dimension: DimUser, Limit: 2, Window: time.Minute}},
+			Failures: []Rule{{Dimension: DimUser, Limit: 2, Window: time.Hour}},
+			Lockout:  Lockout{Ladder: ladder, CountDenials: true},
+		},
+	}}
+}
+
+func failure(action, user, ip, device string) ReportInput {
+	return ReportInput{Action: action, Subject: subj(user, ip, device), Outcome: OutcomeFailure}
+}
+
+func success(action, user, ip, device string) ReportInput {
+	return ReportInput{Action: action, Subject: subj(user, ip, device), Outcome: OutcomeSuccess}
+}
+
+func TestLadderClimbAndDecay(t *testing.T) {
+	b := memoryBackend(t)
+	g, _ := newGuard(t, b, authPolicy(50))
+	check := CheckInput{Action: "login", Subject: subj("alice", "203.0.113.7", "")}
+	strike := func(wantLevel int, wantStep time.Duration) {
+		t.Helper()
+		var out ReportOutcome
+		for range 3 {
+			out = mustReport(t, g, failure("login", "Alice", "203.0.113.7", ""))
+		}
+		l := out.Lockout
+		if l == nil || l.Ledger != "auth" || l.Dimension != DimUserIP || l.Level != wantLevel ||
+			!l.Since.Equal(b.clock.Now()) || l.Until.Sub(l.Since) != wantStep {
+			t.Fatalf("strike: lockout %+v; want auth user+ip level %d for %v from now", l, wantLevel, wantStep)
+		}
+	}
+
+	for range 2 {
+		if out := mustReport(t, g, failure("login", "alice", "203.0.113.7", "")); out.Lockout != nil {
+			t.Fatalf("failure below the limit answered lockout %+v", out.Lockout)
+		}
+	}
+	wantDecision(t, mustCheck(t, g, check), true, ReasonOK)
+	if out := mustReport(t, g, failure("login", "alice", "203.0.113.7", "")); out.Lockout == nil || out.Lockout.Level != 1 {
+		t.Fatalf("third failure: lockout %+v; want level 1", out.Lockout)
+	}
+	d := mustCheck(t, g, check)
+	wantDecision(t, d, false, ReasonLockedOut)
+	if d.RetryAfter != time.Minute || d.Lockout == nil || d.Lockout.Dimension != DimUserIP || d.Lockout.Level != 1 {
+		t.Fatalf("locked check: retry %v lockout %+v; want 1m, user+ip level 1", d.RetryAfter, d.Lockout)
+	}
+	// The user+ip lock does not reach the user elsewhere.
+	wantDecision(t, mustCheck(t, g, CheckInput{Action: "login", Subject: subj("alice", "198.51.100.1", "")}), true, ReasonOK)
+	// A report on the locked key answers that lockout.
+	b.advance(10 * time.Second)
+	if out := mustReport(t, g, failure("login", "alice", "203.0.113.7", "")); out.Lockout == nil || out.Lockout.Level != 1 {
+		t.Fatalf("report while locked: lockout %+v; want the level-1 lockout", out.Lockout)
+	}
+	// The lockout ends exactly at retry_after.
+	b.advance(50*time.Second - time.Millisecond)
+	d = mustCheck(t, g, check)
+	wantDecision(t, d, false, ReasonLockedOut)
+	if d.RetryAfter != time.Millisecond {
+		t.Fatalf("retry after = %v; want 1ms", d.RetryAfter)
+	}
+	b.advance(time.Millisecond)
+	wantDecision(t, mustCheck(t, g, check), true, ReasonOK)
+
+	// One failure is already logged; two more strike level 2 (5m).
+	mustReport(t, g, failure("login", "alice", "203.0.113.7", ""))
+	out := mustReport(t, g, failure("login", "alice", "203.0.113.7", ""))
+	if out.Lockout == nil || out.Lockout.Level != 2 || out.Lockout.Until.Sub(out.Lockout.Since) != 5*time.Minute {
+		t.Fatalf("second strike: %+v; want level 2 for 5m", out.Lockout)
+	}
+	// A strike while locked climbs on: level 3 (15m), then capped at 3.
+	strike(3, 15*time.Minute)
+	strike(3, 15*time.Minute)
+	// Quiet for the decay (1h from the last strike): back to level 1.
+	b.advance(time.Hour)
+	wantDecision(t, mustCheck(t, g, check), true, ReasonOK)
+	strike(1, time.Minute)
+}
+
+func TestSuccessClearsOnlyThatPlace(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		g, _ := newGuard(t, b, authPolicy(7))
+		const a, bIP = "203.0.113.7", "198.51.100.2"
+		for _, ip := range []string{a, a, bIP, bIP} {
+			mustReport(t, g, failure("login", "alice", ip, ""))
+		}
+		if out := mustReport(t, g, success("login", "alice", a, "")); out.Lockout != nil {
+			t.Fatalf("success answered lockout %+v", out.Lockout)
+		}
+		// user+ip(A) was cleared: one failure there does not strike.
+		if out := mustReport(t, g, failure("login", "alice", a, "")); out.Lockout != nil {
+			t.Fatalf("failure after success at A struck %+v; the success should have cleared user+ip(A)", out.Lockout)
+		}
+		// user+ip(B) was not: its third failure strikes.
+		out := mustReport(t, g, failure("login", "alice", bIP, ""))
+		if out.Lockout == nil || out.Lockout.Dimension != DimUserIP {
+			t.Fatalf("third failure at B: lockout %+v; want user+ip", out.Lockout)
+		}
+		wantDecision(t, mustCheck(t, g, CheckInput{Action: "login", Subject: subj("alice", bIP, "")}), false, ReasonLockedOut)
+		wantDecision(t, mustCheck(t, g, CheckInput{Action: "login", Subject: subj("alice", a, "")}), true, ReasonOK)
+		// The user log was not cleared either: the 7th failure overall
+		// strikes the user lock, which reaches every address.
+		mustReport(t, g, failure("login", "alice", a, ""))
+		d := mustCheck(t, g, CheckInput{Action: "login", Subject: subj("alice", "192.0.2.1", "")})
+		wantDecision(t, d, false, ReasonLockedOut)
+		if d.Lockout.Dimension != DimUser {
+			t.Errorf("lockout dimension %s; want user", d.Lockout.Dimension)
+		}
+	})
+}
+
+func TestTrustedDeviceSparedFromUserLock(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		g, _ := newGuard(t, b, authPolicy(50))
+		mustReport(t, g, success("login", "alice", "203.0.113.7", "phone-1"))
+		// An attacker fails OTP checks for alice from elsewhere.
+		mustReport(t, g, failure("otp_verify", "alice", "", "attacker"))
+		if out := mustReport(t, g, failure("otp_verify", "alice", "", "attacker")); out.Lockout == nil || out.Lockout.Dimension != DimUser {
+			t.Fatalf("otp_verify strike: %+v; want a user lockout", out.Lockout)
+		}
+		tests := []struct {
+			name    string
+			subject Subject
+			allowed bool
+		}{
+			{"trusted device", subj("ALICE", "203.0.113.9", "phone-1"), true},
+			{"unknown device", subj("alice", "203.0.113.9", "laptop-2"), false},
+			{"no device", subj("alice", "203.0.113.9", ""), false},
+			{"trusted device id, other user", subj("bob", "203.0.113.9", "phone-1"), true},
+		}
+		for _, tt := range tests {
+			d := mustCheck(t, g, CheckInput{Action: "login", Subject: tt.subject})
+			if d.Allowed != tt.allowed {
+				t.Errorf("%s: allowed %v (%s); want %v", tt.name, d.Allowed, d.Reason, tt.allowed)
+			}
+		}
+	})
+}
+
+func TestSharedLedger(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		g, _ := newGuard(t, b, authPolicy(50))
+		for range 2 {
+			mustReport(t, g, failure("otp_verify", "alice", "", ""))
+		}
+		d := mustCheck(t, g, CheckInput{Action: "login", Subject: subj("alice", "203.0.113.7", "")})
+		wantDecision(t, d, false, ReasonLockedOut)
+		if d.Lockout == nil || d.Lockout.Ledger != "auth" || d.Lockout.Dimension != DimUser || d.Lockout.Level != 1 {
+			t.Fatalf("lockout = %+v; want auth/user level 1", d.Lockout)
+		}
+		if b.clock != nil && d.RetryAfter != time.Minute {
+			t.Errorf("retry after = %v; want 1m", d.RetryAfter)
+		}
+		// otp_send keeps its own ledger.
+		wantDecision(t, mustCheck(t, g, CheckInput{Action: "otp_send", Subject: subj("alice", "", "")}), true, ReasonOK)
+		// A login failure reports the shared lockout it met.
+		if out := mustReport(t, g, failure("login", "alice", "203.0.113.7", "")); out.Lockout == nil || out.Lockout.Dimension != DimUser {
+			t.Errorf("login report while auth/user locked: %+v; want that lockout", out.Lockout)
+		}
+	})
+}
+
+func TestCountDenials(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		g, rec := newGuard(t, b, authPolicy(50))
+		in := CheckInput{Action: "otp_send", Subject: subj("alice", "", "")}
+		wantDecision(t, mustCheck(t, g, in), true, ReasonOK)
+		wantDecision(t, mustCheck(t, g, in), true, ReasonOK)
+		wantDecision(t, mustCheck(t, g, in), false, ReasonRateLimited)
+		if e := rec.last(t); e.LockoutUntil != nil {
+			t.Errorf("first denial carries lockout_until %v; no strike yet", e.LockoutUntil)
+		}
+		d := mustCheck(t, g, in) // the second denial fills the failure log
+		wantDecision(t, d, false, ReasonRateLimited)
+		if d.Lockout != nil {
+			t.Errorf("striking check has lockout %+v; a rate limit decided it", d.Lockout)
+		}
+		e := rec.last(t)
+		if e.LockoutUntil == nil || e.Reason != ReasonRateLimited {
+			t.Fatalf("striking check event: reason %s lockout_until %v; want rate_limited with lockout_until", e.Reason, e.LockoutUntil)
+		}
+		d = mustCheck(t, g, in)
+		wantDecision(t, d, false, ReasonLockedOut)
+		if d.Lockout == nil || d.Lockout.Ledger != "otp_send" || d.Lockout.Dimension != DimUser || !d.Lockout.Until.Equal(*e.LockoutUntil) {
+			t.Errorf("lockout %+v; want otp_send/user until %v", d.Lockout, e.LockoutUntil)
+		}
+		if e := rec.last(t); e.LockoutUntil == nil || e.Reason != ReasonLockedOut {
+			t.Errorf("locked check event: %+v; want locked_out with lockout_until", e)
+		}
+	})
+}
