@@ -77,19 +77,10 @@ local kFailLock = kFail + nF
 local kClear = kFailLock + nF
 local index = KEYS[kClear + nC + 1]
 
--- Members are base36(now):nonce:i, at most 8+1+32+1+6 bytes, so the logs
--- stay listpack-encoded and two calls in one millisecond never collide.
-local digits = '0123456789abcdefghijklmnopqrstuvwxyz'
-local function base36(n)
-  local s = ''
-  repeat
-    local d = n % 36
-    s = string.sub(digits, d + 1, d + 1) .. s
-    n = (n - d) / 36
-  until n == 0
-  return s
-end
-local stamp = base36(now) .. ':' .. nonce .. ':'
+-- Members are hex(now):nonce:i (or :fi for a failure), at most
+-- 11+1+32+1+7 bytes, so the logs stay listpack-encoded; the nonce keeps two
+-- calls in one millisecond apart.
+local stamp = string.format('%x:%s:', now, nonce)
 
 -- A trust record holds its own end in ms: Redis keeps a key alive through
 -- the millisecond its TTL ends (and times expiry from the script's start),
@@ -221,17 +212,21 @@ if op == 'check' then
     rules[#rules + 1] = reset
     rules[#rules + 1] = retry
     if logs and not dry then
-      -- ZADD in batches: unpack is bounded by the Lua C stack.
-      local j = 1
-      while j <= cost do
-        local args = {}
-        local last = math.min(j + 999, cost)
-        for m = j, last do
-          args[#args + 1] = now
-          args[#args + 1] = stamp .. m
+      if cost == 1 then
+        redis.call('ZADD', key, now, stamp .. 1)
+      else
+        -- ZADD in batches: unpack is bounded by the Lua C stack.
+        local j = 1
+        while j <= cost do
+          local args = {}
+          local last = math.min(j + 999, cost)
+          for m = j, last do
+            args[#args + 1] = now
+            args[#args + 1] = stamp .. m
+          end
+          redis.call('ZADD', key, unpack(args))
+          j = last + 1
         end
-        redis.call('ZADD', key, unpack(args))
-        j = last + 1
       end
       redis.call('PEXPIRE', key, w)
     end

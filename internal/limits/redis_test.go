@@ -3,6 +3,7 @@ package limits
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -139,7 +140,7 @@ func TestRedisNoScriptReload(t *testing.T) {
 			}
 		}
 		hook.reset()
-		res, err := s.Check(ctx, &CheckRequest{Rules: []Rule{rule}, Cost: 1, Nonce: "n"})
+		res, err := s.Check(ctx, &CheckRequest{Rules: []Rule{rule}, Cost: 1, Nonce: "n" + strconv.Itoa(i)})
 		if err != nil {
 			t.Fatalf("check %d after flush: got error %v, want a transparent reload", i, err)
 		}
@@ -164,18 +165,18 @@ func TestRedisMembersAndEncoding(t *testing.T) {
 	cleanupRedisPrefix(t, prefix)
 	s, c, _ := newRedisTestStore(t, redisTestURL(), prefix)
 	ctx := context.Background()
-	longNonce := strings.Repeat("Zz9_-", 6) + "ab" // 32 bytes, the maximum
+	// 32-byte nonces, the maximum; a fresh one per call.
+	longNonce := func(i int) string { return strings.Repeat("Zz9_-", 6) + strconv.Itoa(10+i) }
 	rule := Rule{Key: prefix + "log:enc", Limit: 128, Window: time.Hour}
 	esc := redisTestEscalation(prefix, "enc")
 	esc.Failures[0].Limit = 100
 	for i := range 12 {
-		if _, err := s.Check(ctx, &CheckRequest{Rules: []Rule{rule}, Cost: 10, Nonce: longNonce}); err != nil {
+		if _, err := s.Check(ctx, &CheckRequest{Rules: []Rule{rule}, Cost: 10, Nonce: longNonce(2 * i)}); err != nil {
 			t.Fatalf("check %d: %v", i, err)
 		}
-		if _, err := s.Report(ctx, &ReportRequest{Failure: true, Escalation: esc, Nonce: longNonce}); err != nil {
+		if _, err := s.Report(ctx, &ReportRequest{Failure: true, Escalation: esc, Nonce: longNonce(2*i + 1)}); err != nil {
 			t.Fatalf("report %d: %v", i, err)
 		}
-		time.Sleep(time.Millisecond)
 	}
 	for _, tc := range []struct {
 		key  string
