@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"net/url"
 
 	"github.com/gin-gonic/gin"
 
@@ -108,8 +109,12 @@ func singleParams(c *gin.Context, names ...string) (map[string]*string, error) {
 	for _, n := range names {
 		known[n] = true
 	}
+	query, err := url.ParseQuery(c.Request.URL.RawQuery)
+	if err != nil {
+		return nil, badRequest("", "the query string is malformed")
+	}
 	out := make(map[string]*string, len(names))
-	for k, vs := range c.Request.URL.Query() {
+	for k, vs := range query {
 		if !known[k] {
 			return nil, badRequest(k, "unknown query parameter "+k)
 		}

@@ -211,12 +211,14 @@ func ulidTime(id string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("not a ULID")
 	}
 	var ms uint64
-	for _, ch := range strings.ToUpper(id[:10]) {
+	for n, ch := range strings.ToUpper(id) {
 		i := strings.IndexRune(alphabet, ch)
 		if i < 0 {
 			return time.Time{}, fmt.Errorf("not a ULID")
 		}
-		ms = ms<<5 | uint64(i)
+		if n < 10 {
+			ms = ms<<5 | uint64(i)
+		}
 	}
 	if ms >= 1<<48 {
 		return time.Time{}, fmt.Errorf("not a ULID")

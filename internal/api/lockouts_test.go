@@ -1,0 +1,151 @@
+package api
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/guardhq/guard/internal/abuse"
+)
+
+func TestLockoutsList(t *testing.T) {
+	var got abuse.LockoutFilter
+	g := &fakeGuard{lockouts: func(_ context.Context, f abuse.LockoutFilter) ([]abuse.ActiveLockout, error) {
+		got = f
+		if f.Subject.IP != nil {
+			if _, err := abuse.ParseIP(*f.Subject.IP); err != nil {
+				return nil, err
+			}
+		}
+		return []abuse.ActiveLockout{
+			{Ledger: "auth", Dimension: "user+ip", User: ptr("alice@example.com"), IP: ptr("203.0.113.7"),
+				Level: 2, Since: t0, Until: t0.Add(5 * time.Minute)},
+			{Ledger: "auth", Dimension: "device", Device: ptr("d-1"), Level: 1, Since: t0, Until: t0.Add(time.Minute + 5*time.Millisecond)},
+		}, nil
+	}}
+	h := newTestHandler(t, testConfig(), Deps{Guard: g})
+	w := call(h, "GET", "/v1/lockouts?user=Alice@Example.com&dimension=user%2Bip&ledger=auth", keyAdmin, "")
+	if w.Code != 200 {
+		t.Fatalf("status = %d: %s", w.Code, w.Body)
+	}
+	want := `{"lockouts":[
+		{"ledger":"auth","dimension":"user+ip","user":"alice@example.com","ip":"203.0.113.7","level":2,
+		 "since":"2026-03-01T12:00:00.000Z","until":"2026-03-01T12:05:00.000Z"},
+		{"ledger":"auth","dimension":"device","device":"d-1","level":1,
+		 "since":"2026-03-01T12:00:00.000Z","until":"2026-03-01T12:01:00.005Z"}]}`
+	if compact(t, w.Body.String()) != compact(t, want) {
+		t.Errorf("body =\n%s\nwant\n%s", compact(t, w.Body.String()), compact(t, want))
+	}
+	if got.Subject.User == nil || *got.Subject.User != "Alice@Example.com" || got.Subject.IP != nil ||
+		got.Dimension != "user+ip" || got.Ledger != "auth" {
+		t.Errorf("filter = %+v", got)
+	}
+
+	for _, tt := range []struct{ name, query, field string }{
+		{"bad dimension", "dimension=planet", "dimension"},
+		{"bad ip", "ip=1.2.3", "ip"},
+		{"unknown param", "since=x", "since"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := call(h, "GET", "/v1/lockouts?"+tt.query, keyAdmin, "")
+			if w.Code != 400 {
+				t.Fatalf("status = %d, want 400", w.Code)
+			}
+			if _, field := errorOf(t, w); field != tt.field {
+				t.Errorf("field = %q, want %q", field, tt.field)
+			}
+		})
+	}
+
+	empty := newTestHandler(t, testConfig(), Deps{})
+	if w := call(empty, "GET", "/v1/lockouts", keyAdmin, ""); compact(t, w.Body.String()) != `{"lockouts":[]}` {
+		t.Errorf("no lockouts = %s, want {\"lockouts\":[]}", w.Body)
+	}
+}
+
+func TestUnlock(t *testing.T) {
+	var got abuse.UnlockInput
+	g := &fakeGuard{unlock: func(_ context.Context, in abuse.UnlockInput) error {
+		got = in
+		if in.Subject.User != nil && *in.Subject.User == "alice" {
+			return nil
+		}
+		return abuse.ErrNotFound
+	}}
+	h := newTestHandler(t, testConfig(), Deps{Guard: g})
+	tests := []struct {
+		name       string
+		body       string
+		wantStatus int
+		wantCode   string
+		wantField  string
+	}{
+		{"unlocked", `{"dimension":"user","user":"alice","reason":"support ticket 7"}`, 200, "", ""},
+		{"nothing locked", `{"dimension":"user","user":"bob"}`, 404, "not_found", ""},
+		{"missing dimension", `{"user":"alice"}`, 400, "invalid_request", "dimension"},
+		{"bad dimension", `{"dimension":"galaxy","user":"alice"}`, 400, "invalid_request", "dimension"},
+		{"unknown field", `{"dimension":"user","user":"alice","force":true}`, 400, "invalid_request", "force"},
+		{"lone surrogate in reason", `{"dimension":"user","user":"alice","reason":"\ud800"}`, 400, "invalid_request", "reason"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := call(h, "DELETE", "/v1/lockouts", keyAdmin, tt.body)
+			if w.Code != tt.wantStatus {
+				t.Fatalf("status = %d, want %d (%s)", w.Code, tt.wantStatus, w.Body)
+			}
+			if tt.wantStatus == 200 {
+				if compact(t, w.Body.String()) != `{"unlocked":true}` {
+					t.Errorf("body = %s", w.Body)
+				}
+				if got.Dimension != "user" || got.Reason != "support ticket 7" || got.APIKey != "ops" || got.Ledger != "" {
+					t.Errorf("unlock input = %+v", got)
+				}
+				return
+			}
+			if code, field := errorOf(t, w); code != tt.wantCode || field != tt.wantField {
+				t.Errorf("error = %s/%q, want %s/%q", code, field, tt.wantCode, tt.wantField)
+			}
+		})
+	}
+	t.Run("needs a JSON body", func(t *testing.T) {
+		w := call(h, "DELETE", "/v1/lockouts", keyAdmin, `dimension=user`, "Content-Type", "text/plain")
+		if w.Code != 415 {
+			t.Errorf("status = %d, want 415", w.Code)
+		}
+	})
+}
+
+func TestPolicy(t *testing.T) {
+	p := abuse.Policy{
+		Actions: map[string]abuse.Action{
+			"login": {
+				Limits: []abuse.Rule{{Name: "login/ip", Dimension: "ip", Limit: 60, Window: time.Minute}},
+				Failures: []abuse.Rule{{Name: "login/user+ip/failures", Dimension: "user+ip", Limit: 10,
+					Window: 15 * time.Minute, Shadow: true}},
+				Lockout: abuse.Lockout{Ladder: []time.Duration{time.Minute, 5 * time.Minute}, Decay: 24 * time.Hour,
+					Ledger: "auth", CountDenials: true},
+				OnStoreFailure: "local",
+			},
+		},
+		Allow: abuse.List{CIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}},
+		Deny:  abuse.List{Users: []string{"mallory"}},
+	}
+	h := newTestHandler(t, testConfig(), Deps{Guard: &fakeGuard{policy: p}})
+	w := call(h, "GET", "/v1/policy", keyAdmin, "")
+	want := `{"actions":{"login":{
+		"limits":[{"name":"login/ip","dimension":"ip","limit":60,"window_ms":60000,"shadow":false}],
+		"failures":[{"name":"login/user+ip/failures","dimension":"user+ip","limit":10,"window_ms":900000,"shadow":true}],
+		"lockout":{"ladder_ms":[60000,300000],"decay_ms":86400000,"ledger":"auth","count_denials":true},
+		"on_store_failure":"local","shadow":false}},
+		"lists":{"allow":{"cidrs":["10.0.0.0/8"],"users":[],"devices":[]},"deny":{"cidrs":[],"users":["mallory"],"devices":[]}}}`
+	if compact(t, w.Body.String()) != compact(t, want) {
+		t.Errorf("policy =\n%s\nwant\n%s", compact(t, w.Body.String()), compact(t, want))
+	}
+	for _, secret := range []string{keyCheck, keyAudit, keyAdmin, sha256Hex(keyAudit)} {
+		if strings.Contains(w.Body.String(), secret) {
+			t.Errorf("policy leaks a key")
+		}
+	}
+}
