@@ -1,0 +1,103 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// BenchmarkAuditThroughput compares, in one run against the same Postgres
+// and the same rows, a raw COPY into audit_events (the server's ceiling),
+// PGStore.Insert (COPY into staging + INSERT ... ON CONFLICT DO NOTHING)
+// and the whole Writer path (Record → batch → Insert). One op is one event;
+// the rows/s metric is what docs/performance.md reports.
+func BenchmarkAuditThroughput(b *testing.B) {
+	ctx := context.Background()
+	run := 0
+	rows := func(b *testing.B) []Event {
+		run++
+		evs := genEvents(fmt.Sprintf("b%d-%d-", time.Now().UnixNano(), run), b.N, time.Now().UTC().Add(-time.Hour), time.Microsecond*50)
+		for i := range evs {
+			evs[i].DecisionID = evs[i].ID
+			evs[i].Rule = "login/ip"
+			evs[i].DryRun = ptr(false)
+			evs[i].Degraded = ptr(false)
+		}
+		return evs
+	}
+	report := func(b *testing.B, start time.Time) {
+		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "rows/s")
+	}
+	const batch = 1000
+
+	b.Run("raw_copy", func(b *testing.B) {
+		s := testPGStore(b, PGConfig{})
+		evs := rows(b)
+		b.ResetTimer()
+		start := time.Now()
+		for i := 0; i < len(evs); i += batch {
+			chunk := evs[i:min(i+batch, len(evs))]
+			_, err := s.pool.CopyFrom(ctx, pgx.Identifier{"audit_events"}, eventColumns,
+				pgx.CopyFromSlice(len(chunk), func(j int) ([]any, error) { return eventRow(normalize(chunk[j])), nil }))
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		report(b, start)
+	})
+	b.Run("store_insert", func(b *testing.B) {
+		s := testPGStore(b, PGConfig{})
+		evs := rows(b)
+		b.ResetTimer()
+		start := time.Now()
+		for i := 0; i < len(evs); i += batch {
+			if err := s.Insert(ctx, evs[i:min(i+batch, len(evs))]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		report(b, start)
+	})
+	b.Run("writer", func(b *testing.B) {
+		s := testPGStore(b, PGConfig{})
+		evs := rows(b)
+		w, err := NewWriter(discardLogger(), WriterConfig{SpoolDir: b.TempDir()}, s, WriterHooks{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		start := time.Now()
+		for _, e := range evs {
+			w.Record(e)
+		}
+		if err := w.Close(ctx); err != nil {
+			b.Fatal(err)
+		}
+		report(b, start)
+		if st := w.Stats(); st.Dropped != 0 || st.Written != uint64(b.N) {
+			b.Fatalf("got written %d dropped %d, want %d written", st.Written, st.Dropped, b.N)
+		}
+	})
+}
+
+// BenchmarkRecord is the decision path's cost of auditing: one Record call.
+func BenchmarkRecord(b *testing.B) {
+	w, err := NewWriter(discardLogger(), WriterConfig{}, NewMemoryStore(1000), WriterHooks{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close(context.Background())
+	e := genEvents("r", 1, time.Now(), 0)[0]
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			e.ID = strconv.Itoa(i)
+			i++
+			w.Record(e)
+		}
+	})
+}

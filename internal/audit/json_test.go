@@ -1,0 +1,122 @@
+package audit
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestEventJSON(t *testing.T) {
+	at := time.Date(2026, 11, 30, 5, 30, 43, 123456789, time.FixedZone("X", 3600))
+	lu := at.Add(time.Minute)
+	tests := []struct {
+		name string
+		e    Event
+		want string
+	}{
+		{"check", Event{ID: "01J", At: at, Kind: KindCheck, Action: "login", Decision: "deny",
+			Reason: "rate_limited", User: "alice", IP: "203.0.113.5", Device: "d1", Rule: "login/ip",
+			RetryAfterMs: ptr(int64(1500)), Degraded: ptr(false), DryRun: ptr(true), APIKey: "auth",
+			DecisionID: "01J", Instance: "guard-1"},
+			`{"id":"01J","at":"2026-11-30T04:30:43.123Z","kind":"check","action":"login","decision":"deny","reason":"rate_limited","outcome":null,"user":"alice","ip":"203.0.113.5","device":"d1","rule":"login/ip","retry_after_ms":1500,"lockout_until":null,"degraded":false,"dry_run":true,"api_key":"auth","decision_id":"01J","instance":"guard-1","note":null}`},
+		{"admin, nulls", Event{ID: "a", At: at, Kind: KindAdmin, Action: "unlock", LockoutUntil: &lu, Note: "<ok> & \"x\""},
+			`{"id":"a","at":"2026-11-30T04:30:43.123Z","kind":"admin","action":"unlock","decision":null,"reason":null,"outcome":null,"user":null,"ip":null,"device":null,"rule":null,"retry_after_ms":null,"lockout_until":"2026-11-30T04:31:43.123Z","degraded":null,"dry_run":null,"api_key":null,"decision_id":null,"instance":null,"note":"\u003cok\u003e \u0026 \"x\""}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := json.Marshal(tt.e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(b) != tt.want {
+				t.Errorf("got  %s\nwant %s", b, tt.want)
+			}
+			var back Event
+			if err := json.Unmarshal(b, &back); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := mustJSON(t, back), string(b); got != want {
+				t.Errorf("round trip: got %s, want %s", got, want)
+			}
+			// Field order of the JSON is the CSV header.
+			var keys []string
+			dec := json.NewDecoder(strings.NewReader(string(b)))
+			dec.Token()
+			for dec.More() {
+				k, _ := dec.Token()
+				keys = append(keys, k.(string))
+				var v any
+				dec.Decode(&v)
+			}
+			if !slices.Equal(keys, CSVHeader) {
+				t.Errorf("got keys %v, want CSVHeader %v", keys, CSVHeader)
+			}
+			if got := len(tt.e.CSVRecord()); got != len(CSVHeader) {
+				t.Errorf("got %d csv cells, want %d", got, len(CSVHeader))
+			}
+		})
+	}
+	if err := json.Unmarshal([]byte(`{"id":"x","at":"yesterday"}`), new(Event)); err == nil {
+		t.Errorf("got nil error for a bad time")
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestCursorCodec(t *testing.T) {
+	k := NewCursorCodec([]byte("secret"))
+	c := &Cursor{At: time.Date(2026, 11, 30, 5, 30, 43, 123000000, time.UTC), ID: "01JDECISION"}
+	s := k.Encode(c)
+	got, err := k.Decode(s)
+	if err != nil || !got.At.Equal(c.At) || got.ID != c.ID {
+		t.Fatalf("round trip: got %+v, %v; want %+v", got, err, c)
+	}
+	if k.Encode(nil) != "" {
+		t.Errorf("got a cursor for nil, want \"\"")
+	}
+	flipped := []byte(s)
+	flipped[5] ^= 1
+	tests := []struct{ name, in string }{
+		{"empty", ""},
+		{"not base64", "%%%"},
+		{"short", "AAAA"},
+		{"tampered", string(flipped)},
+		{"other secret", NewCursorCodec([]byte("other")).Encode(c)},
+		{"truncated", s[:len(s)-2]},
+		{"huge", strings.Repeat("A", 5000)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := k.Decode(tt.in); !errors.Is(err, ErrBadCursor) {
+				t.Errorf("got %v, want ErrBadCursor", err)
+			}
+		})
+	}
+}
+
+func TestMemoryStoreEvictsOldest(t *testing.T) {
+	s := NewMemoryStore(5)
+	evs := genEvents("m", 8, time.Now(), time.Millisecond)
+	// Out of order on purpose: eviction goes by time, not arrival.
+	s.Insert(t.Context(), evs[4:])
+	s.Insert(t.Context(), evs[:4])
+	page, _ := s.Query(t.Context(), Filter{})
+	if got, want := ids(page.Events), []string{"m000007", "m000006", "m000005", "m000004", "m000003"}; !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	// An evicted id may come back (its dedup entry went with it).
+	s.Insert(t.Context(), evs[7:])
+	if got := s.Len(); got != 5 {
+		t.Errorf("got %d events, want 5", got)
+	}
+}
