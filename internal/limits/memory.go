@@ -111,32 +111,30 @@ func (s *MemoryStore) shardOf(key string) int {
 	return int(maphash.String(s.seed, key) % uint64(len(s.shards)))
 }
 
-// memShardSet collects the shards one call touches. Its inline buffer keeps
-// typical calls (a handful of keys) free of allocations.
-type memShardSet struct {
-	buf [16]int
-	idx []int
+// Shard sets: the indices of the shards one call touches, in a slice that
+// callers start from a stack array (buf[:0]) so that typical calls, a
+// handful of keys, allocate nothing. The helpers take and return the slice
+// (rather than a pointer to it) so it can stay on the stack.
+
+// withShard adds key's shard to set.
+func (s *MemoryStore) withShard(set []int, key string) []int {
+	return append(set, s.shardOf(key))
 }
 
-func (set *memShardSet) add(s *MemoryStore, key string) {
-	if set.idx == nil {
-		set.idx = set.buf[:0]
-	}
-	set.idx = append(set.idx, s.shardOf(key))
-}
-
-// lock takes every collected shard's mutex in ascending index order, each
-// once, so concurrent multi-key calls cannot deadlock.
-func (set *memShardSet) lock(s *MemoryStore) {
-	slices.Sort(set.idx)
-	set.idx = slices.Compact(set.idx)
-	for _, i := range set.idx {
+// lockShards takes every shard's mutex in set in ascending index order,
+// each once, so concurrent multi-key calls cannot deadlock. It returns the
+// sorted, deduplicated set for unlockShards.
+func (s *MemoryStore) lockShards(set []int) []int {
+	slices.Sort(set)
+	set = slices.Compact(set)
+	for _, i := range set {
 		s.shards[i].mu.Lock()
 	}
+	return set
 }
 
-func (set *memShardSet) unlock(s *MemoryStore) {
-	for _, i := range slices.Backward(set.idx) {
+func (s *MemoryStore) unlockShards(set []int) {
+	for _, i := range slices.Backward(set) {
 		s.shards[i].mu.Unlock()
 	}
 }

@@ -21,16 +21,17 @@ func (s *MemoryStore) Check(ctx context.Context, req *CheckRequest) (CheckResult
 		esc = nil // a dry run writes nothing, not even a failure
 	}
 
-	var set memShardSet
+	var buf [16]int
+	set := buf[:0]
 	for i := range req.Rules {
-		set.add(s, req.Rules[i].Key)
+		set = s.withShard(set, req.Rules[i].Key)
 	}
-	s.addLockShards(&set, req.Locks, req.TrustKey)
+	set = s.addLockShards(set, req.Locks, req.TrustKey)
 	if esc != nil {
-		s.addEscalationShards(&set, esc)
+		set = s.addEscalationShards(set, esc)
 	}
-	set.lock(s)
-	defer set.unlock(s)
+	set = s.lockShards(set)
+	defer s.unlockShards(set)
 
 	now := s.nowMs()
 	res := CheckResult{Now: memTime(now), Allowed: true, Rules: make([]RuleResult, len(req.Rules))}
@@ -84,10 +85,6 @@ func (s *MemoryStore) Check(ctx context.Context, req *CheckRequest) (CheckResult
 		}
 		rr.Remaining = max(r.Limit-rr.Count, 0)
 		if !rr.Allowed {
-			var empty memLog
-			if l == nil {
-				l = &empty
-			}
 			rr.RetryAfter = memDur(l.retryAfter(now, w, r.Limit, req.Cost))
 		}
 	}

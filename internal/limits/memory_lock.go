@@ -38,17 +38,18 @@ func (s *MemoryStore) Report(ctx context.Context, req *ReportRequest) (ReportRes
 	if err := memValidateReport(req); err != nil {
 		return ReportResult{}, fmt.Errorf("memory report: %w", err)
 	}
-	var set memShardSet
-	s.addLockShards(&set, req.Locks, req.TrustKey)
+	var buf [16]int
+	set := buf[:0]
+	set = s.addLockShards(set, req.Locks, req.TrustKey)
 	if req.Failure {
-		s.addEscalationShards(&set, &req.Escalation)
+		set = s.addEscalationShards(set, &req.Escalation)
 	} else {
 		for _, k := range req.Clear {
-			set.add(s, k)
+			set = s.withShard(set, k)
 		}
 	}
-	set.lock(s)
-	defer set.unlock(s)
+	set = s.lockShards(set)
+	defer s.unlockShards(set)
 
 	now := s.nowMs()
 	res := ReportResult{Now: memTime(now)}
@@ -76,15 +77,16 @@ func (s *MemoryStore) Unlock(ctx context.Context, req *UnlockRequest) (bool, err
 	if req == nil {
 		return false, fmt.Errorf("memory unlock: nil request")
 	}
-	var set memShardSet
+	var buf [16]int
+	set := buf[:0]
 	for _, k := range req.Locks {
-		set.add(s, k)
+		set = s.withShard(set, k)
 	}
 	for _, k := range req.Failures {
-		set.add(s, k)
+		set = s.withShard(set, k)
 	}
-	set.lock(s)
-	defer set.unlock(s)
+	set = s.lockShards(set)
+	defer s.unlockShards(set)
 
 	now := s.nowMs()
 	active := false
@@ -158,13 +160,18 @@ func (s *MemoryStore) recordFailure(esc *Escalation, now int64, struck []LockSta
 // strike raises f's lock by one level and restarts its lockout at now.
 func (s *MemoryStore) strike(esc *Escalation, f *FailureRule, now int64) LockState {
 	decay := memMs(esc.Decay)
+	rec := s.lockRecord(f.LockKey, now)
 	level := 0
-	if rec := s.lockRecord(f.LockKey, now); rec != nil && now-rec.lastStrike < decay {
+	if rec != nil && now-rec.lastStrike < decay {
 		level = rec.level
+	}
+	if rec == nil {
+		rec = &memLock{}
+		s.shard(f.LockKey).locks[f.LockKey] = rec
 	}
 	level = min(level+1, len(esc.Ladder))
 	until := now + memMs(esc.Ladder[level-1])
-	rec := &memLock{
+	*rec = memLock{
 		level:      level,
 		since:      now,
 		until:      until,
@@ -172,7 +179,6 @@ func (s *MemoryStore) strike(esc *Escalation, f *FailureRule, now int64) LockSta
 		expires:    max(until, now+decay),
 		info:       f.Info,
 	}
-	s.shard(f.LockKey).locks[f.LockKey] = rec
 	return rec.state(f.LockKey)
 }
 
@@ -228,19 +234,21 @@ func (s *MemoryStore) activeLock(refs []LockRef, trustKey string, now int64) *Lo
 }
 
 // addLockShards adds the shards of lock references and the trust record.
-func (s *MemoryStore) addLockShards(set *memShardSet, refs []LockRef, trustKey string) {
+func (s *MemoryStore) addLockShards(set []int, refs []LockRef, trustKey string) []int {
 	for _, ref := range refs {
-		set.add(s, ref.Key)
+		set = s.withShard(set, ref.Key)
 	}
 	if trustKey != "" {
-		set.add(s, trustKey)
+		set = s.withShard(set, trustKey)
 	}
+	return set
 }
 
 // addEscalationShards adds the shards of esc's failure logs and locks.
-func (s *MemoryStore) addEscalationShards(set *memShardSet, esc *Escalation) {
+func (s *MemoryStore) addEscalationShards(set []int, esc *Escalation) []int {
 	for i := range esc.Failures {
-		set.add(s, esc.Failures[i].Key)
-		set.add(s, esc.Failures[i].LockKey)
+		set = s.withShard(set, esc.Failures[i].Key)
+		set = s.withShard(set, esc.Failures[i].LockKey)
 	}
+	return set
 }

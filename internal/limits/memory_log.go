@@ -70,15 +70,20 @@ func (l *memLog) nth(k int) int64 {
 
 // retryAfter is the time (ms) from now until enough entries have left
 // window w for cost to fit under limit. A cost above the limit never fits;
-// it gets the time until the window is empty, at least 1ms.
+// it gets the time until the window is empty, at least 1ms. A nil log is
+// empty.
 func (l *memLog) retryAfter(now, w int64, limit, cost int) int64 {
-	k := l.count + cost - limit
+	count := 0
+	if l != nil {
+		count = l.count
+	}
+	k := count + cost - limit
 	switch {
 	case k <= 0:
 		return 0
-	case k <= l.count:
+	case k <= count:
 		return l.nth(k) + w - now
-	case l.count > 0:
+	case count > 0:
 		return l.entries[len(l.entries)-1].ts + w - now
 	default:
 		return max(w, 1)
