@@ -1,6 +1,8 @@
 package abuse
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -37,6 +39,39 @@ func failure(action, user, ip, device string) ReportInput {
 
 func success(action, user, ip, device string) ReportInput {
 	return ReportInput{Action: action, Subject: subj(user, ip, device), Outcome: OutcomeSuccess}
+}
+
+func TestReportInputAndNoFailureRules(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		g, rec := newGuard(t, b, DefaultPolicy())
+		// signup has no failure rules: a failure is recorded nowhere but
+		// audited.
+		if out := mustReport(t, g, failure("signup", "", "203.0.113.7", "d")); out.Lockout != nil || out.Degraded {
+			t.Errorf("signup failure: %+v; want no lockout", out)
+		}
+		if e := rec.last(t); e.Outcome != OutcomeFailure || e.Action != "signup" {
+			t.Errorf("event %+v; want a signup failure", e)
+		}
+		tests := []struct {
+			name  string
+			in    ReportInput
+			code  string
+			field string
+		}{
+			{"bad outcome", ReportInput{Action: "login", Subject: subj("a", "", ""), Outcome: "ok"}, CodeInvalidRequest, "outcome"},
+			{"no outcome", ReportInput{Action: "login", Subject: subj("a", "", "")}, CodeInvalidRequest, "outcome"},
+			{"unknown action", ReportInput{Action: "nope", Subject: subj("a", "", ""), Outcome: OutcomeFailure}, CodeUnknownAction, "action"},
+			{"no identifiers", ReportInput{Action: "login", Outcome: OutcomeFailure}, CodeInvalidRequest, ""},
+			{"bad ip", ReportInput{Action: "login", Subject: subj("a", "::ffff:1.2.3.04", ""), Outcome: OutcomeSuccess}, CodeInvalidRequest, "ip"},
+		}
+		for _, tt := range tests {
+			_, err := g.Report(context.Background(), tt.in)
+			var ie *InputError
+			if !errors.As(err, &ie) || ie.Code != tt.code || ie.Field != tt.field {
+				t.Errorf("%s: error %v; want %s field %q", tt.name, err, tt.code, tt.field)
+			}
+		}
+	})
 }
 
 func TestLadderClimbAndDecay(t *testing.T) {
