@@ -29,6 +29,7 @@ func commands() []command {
 		{"serve", "run the Guard HTTP service", runServe},
 		{"migrate", "apply or revert the audit database schema (up, down, version)", runMigrate},
 		{"audit", "search or export the audit trail of a running Guard", runAudit},
+		{"bench", "measure decisions/s: Redis store, HTTP API and raw Redis", runBench},
 		{"help", "describe guard or one command", nil},
 	}
 }

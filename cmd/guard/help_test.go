@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestHelp(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want []string // each must appear on stdout
+	}{
+		{"guard --help", []string{"--help"}, []string{"serve", "migrate", "audit", "bench", "GUARD_CONFIG"}},
+		{"guard -h", []string{"-h"}, []string{"Commands:"}},
+		{"guard help", []string{"help"}, []string{"Commands:"}},
+		{"guard help serve", []string{"help", "serve"}, []string{"Usage: guard serve", "-config", "-migrate", "SIGTERM"}},
+		{"guard serve --help", []string{"serve", "--help"}, []string{"Usage: guard serve", "-log-format", "-shutdown-timeout"}},
+		{"guard migrate --help", []string{"migrate", "--help"}, []string{"up|down|version", "-database-url"}},
+		{"guard migrate up --help", []string{"migrate", "up", "--help"}, []string{"up|down|version"}},
+		{"guard audit --help", []string{"audit", "--help"}, []string{"-user", "-ip", "-device", "-action", "-decision", "-reason", "-kind", "-since", "-until", "-limit", "-format", "GUARD_API_KEY"}},
+		{"guard bench --help", []string{"bench", "--help"}, []string{"-duration", "-concurrency", "-redis-url"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if err := run(context.Background(), append([]string{"guard"}, tt.args...), noEnv, &stdout, &stderr); err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(stdout.String(), w) {
+					t.Errorf("stdout lacks %q:\n%s", w, stdout.String())
+				}
+			}
+			if stderr.Len() != 0 {
+				t.Errorf("stderr = %q, want nothing", stderr.String())
+			}
+		})
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no command", nil, "no command"},
+		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
+		{"unknown flag", []string{"serve", "--nope"}, "flag provided but not defined"},
+		{"migrate without direction", []string{"migrate"}, "give a direction"},
+		{"audit without key", []string{"audit"}, "no API key"},
+		{"audit bad format", []string{"audit", "--key", "k", "--format", "xml"}, "unknown --format"},
+		{"audit bad since", []string{"audit", "--key", "k", "--since", "yesterday"}, "--since"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), append([]string{"guard"}, tt.args...), noEnv, &stdout, &stderr)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("run(%v) = %v, want an error containing %q", tt.args, err, tt.want)
+			}
+		})
+	}
+}
