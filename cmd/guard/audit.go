@@ -192,8 +192,8 @@ func cell(s string) string {
 	s = strconv.Quote(s)
 	s = s[1 : len(s)-1]
 	s = strings.ReplaceAll(s, "\t", " ")
-	if len(s) > 48 {
-		s = s[:45] + "..."
+	if r := []rune(s); len(r) > 48 {
+		s = string(r[:45]) + "..."
 	}
 	return s
 }

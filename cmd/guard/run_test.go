@@ -215,6 +215,33 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Errorf("newest event = %+v, want the login/ip denial", newest)
 	}
 
+	// guard audit reads the same trail through the API.
+	cliTests := []struct {
+		format string
+		want   []string
+	}{
+		{"table", []string{"AT", "KIND", "rate_limited", "login/ip", "alice@example.com", "auth-service"}},
+		{"csv", []string{"id,at,kind,action,decision", deny.DecisionID}},
+		{"ndjson", []string{`"decision_id":"` + deny.DecisionID + `"`}},
+		{"json", []string{`"events"`, deny.DecisionID}},
+	}
+	for _, tt := range cliTests {
+		var stdout, stderr bytes.Buffer
+		env := envMap(map[string]string{"GUARD_URL": g.base, "GUARD_API_KEY": auditKey})
+		args := []string{"guard", "audit", "--user", "Alice@Example.com", "--decision", "deny", "--since", "1h", "--format", tt.format}
+		if err := run(ctx, args, env, &stdout, &stderr); err != nil {
+			t.Fatalf("guard audit --format %s: %v", tt.format, err)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(stdout.String(), w) {
+				t.Errorf("guard audit --format %s lacks %q:\n%s", tt.format, w, stdout.String())
+			}
+		}
+		if strings.Contains(stdout.String(), ids[0]) {
+			t.Errorf("guard audit --decision deny --format %s shows allowed decision %s", tt.format, ids[0])
+		}
+	}
+
 	ready, err := client.Ready(ctx)
 	if err != nil {
 		t.Fatalf("readyz: %v", err)
