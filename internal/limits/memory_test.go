@@ -278,3 +278,85 @@ func TestMemoryClockStepsBack(t *testing.T) {
 		clock.Advance(-300 * time.Millisecond)
 	}
 }
+
+// TestMemoryMultiKeyStress runs many goroutines whose requests touch random
+// overlapping key sets (rules, locks, failure logs) over few shards: it must
+// finish (no lock-order deadlock) and no key may admit more than its limit.
+func TestMemoryMultiKeyStress(t *testing.T) {
+	const (
+		workers = 16
+		calls   = 300
+		keys    = 12
+		limit   = 40
+	)
+	s := NewMemory(MemoryConfig{Shards: 5})
+	defer s.Close()
+	allowedPerKey := make([]atomic.Int64, keys)
+	done := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			rng := uint64(w)*0x9E3779B97F4A7C15 + 1
+			next := func(n int) int {
+				rng ^= rng << 13
+				rng ^= rng >> 7
+				rng ^= rng << 17
+				return int(rng % uint64(n))
+			}
+			for range calls {
+				picked := []int{next(keys), next(keys), next(keys)}
+				var rules []Rule
+				seen := map[int]bool{}
+				for _, k := range picked {
+					if !seen[k] {
+						seen[k] = true
+						rules = append(rules, Rule{Key: "log:" + strconv.Itoa(k), Limit: limit, Window: time.Hour})
+					}
+				}
+				lockKey := "lock:" + strconv.Itoa(next(keys))
+				esc := &Escalation{
+					Failures: []FailureRule{{Key: "fail:" + strconv.Itoa(next(keys)), Limit: 3, Window: time.Hour, LockKey: lockKey}},
+					Ladder:   []time.Duration{time.Millisecond},
+				}
+				res, err := s.Check(context.Background(), &CheckRequest{
+					Rules: rules, Cost: 1, DenialFailures: esc,
+					Locks: []LockRef{{Key: "lock:" + strconv.Itoa(next(keys))}},
+				})
+				if err != nil {
+					done <- err
+					return
+				}
+				if res.Allowed {
+					for k := range seen {
+						allowedPerKey[k].Add(1)
+					}
+				}
+				if _, err := s.Report(context.Background(), &ReportRequest{
+					Failure: next(2) == 0, Escalation: *esc,
+					Locks: []LockRef{{Key: lockKey}}, Clear: []string{esc.Failures[0].Key},
+				}); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range workers {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	full := 0
+	for k := range allowedPerKey {
+		got := allowedPerKey[k].Load()
+		if got > limit {
+			t.Errorf("key %d: got %d allowed attempts, limit %d", k, got, limit)
+		}
+		if got == limit {
+			full++
+		}
+	}
+	if full == 0 {
+		t.Errorf("no key reached its limit; the stress did not stress")
+	}
+}
