@@ -60,6 +60,7 @@ func runConformance(t *testing.T, h storeHarness) {
 		{"Unlock", false, confUnlock},
 		{"Lockouts", false, confLockouts},
 		{"ConcurrentStrikes", false, confConcurrentStrikes},
+		{"RejectsInvalid", false, confRejectsInvalid},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -560,5 +561,61 @@ func confConcurrentStrictness(t *testing.T, c *conf) {
 				t.Errorf("%d concurrent attempts: got %d allowed, want exactly %d", workers*attempts, total, tc.want)
 			}
 		})
+	}
+}
+
+// confRejectsInvalid checks that every store refuses the same malformed
+// requests with an error (and that none of them writes anything).
+func confRejectsInvalid(t *testing.T, c *conf) {
+	ctx := context.Background()
+	rule := Rule{Key: c.key("log", "invalid"), Limit: 1, Window: time.Second}
+	esc := func(mod func(*Escalation)) Escalation {
+		e := Escalation{
+			Failures: []FailureRule{{Key: c.key("fail", "invalid"), Limit: 1, Window: time.Second, LockKey: c.key("lock", "invalid")}},
+			Ladder:   []time.Duration{time.Minute},
+		}
+		mod(&e)
+		return e
+	}
+	checks := []struct {
+		name string
+		req  CheckRequest
+	}{
+		{"cost 0", CheckRequest{Rules: []Rule{rule}, Nonce: "n"}},
+		{"limit 0", CheckRequest{Cost: 1, Rules: []Rule{{Key: rule.Key, Window: time.Second}}}},
+		{"window below 1ms", CheckRequest{Cost: 1, Rules: []Rule{{Key: rule.Key, Limit: 1, Window: time.Microsecond}}}},
+		{"empty rule key", CheckRequest{Cost: 1, Rules: []Rule{{Limit: 1, Window: time.Second}}}},
+		{"empty lock key", CheckRequest{Cost: 1, Rules: []Rule{rule}, Locks: []LockRef{{}}}},
+		{"nonce over 32 bytes", CheckRequest{Cost: 1, Rules: []Rule{rule}, Nonce: strings.Repeat("n", 33)}},
+		{"nonce with a colon", CheckRequest{Cost: 1, Rules: []Rule{rule}, Nonce: "a:b"}},
+		{"denial failures without ladder", CheckRequest{Cost: 1, Rules: []Rule{rule},
+			DenialFailures: &Escalation{Failures: esc(func(*Escalation) {}).Failures}}},
+	}
+	for _, tc := range checks {
+		if _, err := c.a.Check(ctx, &tc.req); err == nil {
+			t.Errorf("Check %s: got nil error, want one", tc.name)
+		}
+	}
+	reports := []struct {
+		name string
+		req  ReportRequest
+	}{
+		{"empty lock key", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Failures[0].LockKey = "" })}},
+		{"info over 512 bytes", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Failures[0].Info = strings.Repeat("i", 513) })}},
+		{"ladder step 0", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Ladder = []time.Duration{0} })}},
+		{"negative decay", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Decay = -time.Second })}},
+		{"failure limit 0", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Failures[0].Limit = 0 })}},
+		{"negative trust ttl", ReportRequest{TrustKey: c.key("trust", "invalid"), TrustTTL: -time.Second}},
+		{"empty clear key", ReportRequest{Clear: []string{""}}},
+	}
+	for _, tc := range reports {
+		if _, err := c.b.Report(ctx, &tc.req); err == nil {
+			t.Errorf("Report %s: got nil error, want one", tc.name)
+		}
+	}
+	// Nothing above was written.
+	res := c.check(t, c.a, CheckRequest{Rules: []Rule{rule}, Locks: []LockRef{{Key: c.key("lock", "invalid")}}})
+	if !res.Allowed || res.Rules[0].Count != 1 {
+		t.Errorf("after the rejected requests: got %+v, want allowed with count 1", res)
 	}
 }

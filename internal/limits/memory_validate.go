@@ -55,6 +55,11 @@ func memValidateReport(req *ReportRequest) error {
 	if req.TrustTTL < 0 {
 		return fmt.Errorf("trust ttl %v: must not be negative", req.TrustTTL)
 	}
+	for i, k := range req.Clear {
+		if k == "" {
+			return fmt.Errorf("clear key %d: empty", i)
+		}
+	}
 	return memValidateNonce(req.Nonce)
 }
 
@@ -79,8 +84,13 @@ func memValidateLocks(refs []LockRef) error {
 	return nil
 }
 
+// memValidateEscalation checks an escalation that has failure rules; one
+// without any is never used and always valid.
 func memValidateEscalation(esc *Escalation) error {
-	if len(esc.Failures) > 0 && len(esc.Ladder) == 0 {
+	if len(esc.Failures) == 0 {
+		return nil
+	}
+	if len(esc.Ladder) == 0 {
 		return errors.New("escalation: empty ladder")
 	}
 	for i, d := range esc.Ladder {
