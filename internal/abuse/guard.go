@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sort"
 	"time"
 
@@ -292,9 +293,9 @@ func (g *Guard) Ledgers() []string { return append([]string(nil), g.names...) }
 func copyPolicy(p Policy) Policy {
 	out := Policy{Actions: make(map[string]Action, len(p.Actions)), Allow: copyList(p.Allow), Deny: copyList(p.Deny)}
 	for name, a := range p.Actions {
-		a.Limits = append([]Rule(nil), a.Limits...)
-		a.Failures = append([]Rule(nil), a.Failures...)
-		a.Lockout.Ladder = append([]time.Duration(nil), a.Lockout.Ladder...)
+		a.Limits = slices.Clone(a.Limits)
+		a.Failures = slices.Clone(a.Failures)
+		a.Lockout.Ladder = slices.Clone(a.Lockout.Ladder)
 		out.Actions[name] = a
 	}
 	return out
@@ -302,9 +303,9 @@ func copyPolicy(p Policy) Policy {
 
 func copyList(l List) List {
 	return List{
-		CIDRs:   append([]netip.Prefix(nil), l.CIDRs...),
-		Users:   append([]string(nil), l.Users...),
-		Devices: append([]string(nil), l.Devices...),
+		CIDRs:   slices.Clone(l.CIDRs),
+		Users:   slices.Clone(l.Users),
+		Devices: slices.Clone(l.Devices),
 	}
 }
 

@@ -96,8 +96,10 @@ func validateAction(name string, a *Action) error {
 	if len(a.Limits) == 0 && len(a.Failures) == 0 {
 		return fail("", -1, "", "needs limits or failures (at least one rule)")
 	}
-	a.Limits = append([]Rule(nil), a.Limits...)
-	a.Failures = append([]Rule(nil), a.Failures...)
+	// Copies (the caller's slices stay untouched), never nil, so the
+	// effective policy shows empty lists as [] rather than null.
+	a.Limits = append(make([]Rule, 0, len(a.Limits)), a.Limits...)
+	a.Failures = append(make([]Rule, 0, len(a.Failures)), a.Failures...)
 	if err := validateRules(name, "limits", "", a.Limits); err != nil {
 		return err
 	}
@@ -111,7 +113,7 @@ func validateAction(name string, a *Action) error {
 	if l.CountDenials && len(a.Failures) == 0 {
 		return fail("lockout", -1, "count_denials", "count_denials needs failure rules to record denials in")
 	}
-	l.Ladder = append([]time.Duration(nil), l.Ladder...)
+	l.Ladder = append(make([]time.Duration, 0, len(l.Ladder)), l.Ladder...)
 	for i, step := range l.Ladder {
 		if step < time.Millisecond || step%time.Millisecond != 0 {
 			return fail("lockout", i, "ladder", "step %v must be at least 1ms in whole milliseconds", step)
