@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs Guard locally against a real Redis and Postgres, as production would:
+#
+#   ./scripts/serve.sh                  # go run ./cmd/guard serve
+#   ./scripts/serve.sh --log-format json
+#
+# Redis and Postgres are reused or installed and started as scripts/test.sh
+# does; the `guard` database is created when missing and migrated at start.
+# The config is scripts/dev.yaml (override with GUARD_CONFIG); the key
+# secret is generated once into tmp/dev-key-secret (override with
+# GUARD_KEY_SECRET). Extra arguments go to `guard serve`. Ctrl-C stops Guard
+# gracefully; Redis and Postgres keep running.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+GUARD_SCRIPT=serve.sh
+# shellcheck source=scripts/lib.sh
+. ./scripts/lib.sh
+
+ensure_go
+ensure_redis
+ensure_postgres
+
+if [ "$(psql "$PG_ADMIN_URL" -qAtc "SELECT 1 FROM pg_database WHERE datname = 'guard'")" != "1" ]; then
+	log "creating database guard"
+	psql "$PG_ADMIN_URL" -qAtc "CREATE DATABASE guard" >/dev/null
+fi
+guard_db_url=$(printf '%s' "$PG_ADMIN_URL" | sed -E 's#/postgres(\?|$)#/guard\1#')
+
+if [ -z "${GUARD_KEY_SECRET:-}" ]; then
+	mkdir -p tmp
+	if [ ! -s tmp/dev-key-secret ]; then
+		log "generating tmp/dev-key-secret"
+		(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >tmp/dev-key-secret)
+	fi
+	GUARD_KEY_SECRET=$(cat tmp/dev-key-secret)
+fi
+
+export GUARD_CONFIG=${GUARD_CONFIG:-scripts/dev.yaml}
+export GUARD_REDIS_URL=${GUARD_REDIS_URL:-redis://127.0.0.1:6379/0}
+export GUARD_DATABASE_URL=${GUARD_DATABASE_URL:-$guard_db_url}
+export GUARD_KEY_SECRET
+log "guard serve (config $GUARD_CONFIG; API keys are in it)"
+exec go run ./cmd/guard serve --migrate "$@"
