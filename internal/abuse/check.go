@@ -77,7 +77,7 @@ func (g *Guard) Check(ctx context.Context, in CheckInput) (Decision, error) {
 		g.recordCheck(&d, &id, in.APIKey, "", nil)
 		return d, nil
 	}
-	if id.hasUser && id.hasDevice {
+	if id.hasUser && id.hasDevice && sparesTrusted(req.Locks) {
 		req.TrustKey = g.keys.trustKey(&id)
 	}
 	if a.countDeny {
@@ -149,6 +149,17 @@ func (g *Guard) Check(ctx context.Context, in CheckInput) (Decision, error) {
 	}
 	g.recordCheck(&d, &id, in.APIKey, rule, lockUntil)
 	return d, nil
+}
+
+// sparesTrusted reports whether any lock honours a trusted device; only
+// then is the trust record worth a hash and a lookup.
+func sparesTrusted(locks []limits.LockRef) bool {
+	for _, l := range locks {
+		if l.SpareIfTrusted {
+			return true
+		}
+	}
+	return false
 }
 
 // sortLimits orders the rules most restrictive first: least remaining,

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -288,6 +291,38 @@ func TestDryRun(t *testing.T) {
 		wantDecision(t, d, false, ReasonRateLimited)
 		if d.RetryAfter <= 0 {
 			t.Errorf("dry-run denial retry after = %v; want > 0", d.RetryAfter)
+		}
+	})
+}
+
+func TestConcurrentChecksNeverExceedTheLimit(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		pol := Policy{Actions: map[string]Action{"login": {Limits: []Rule{
+			{Dimension: DimUser, Limit: 10, Window: time.Minute},
+			{Dimension: DimIP, Limit: 1000, Window: time.Minute},
+		}}}}
+		g, _ := newGuard(t, b, pol)
+		var allowed atomic.Int64
+		var wg sync.WaitGroup
+		for w := range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 5 {
+					d, err := g.Check(context.Background(), CheckInput{Action: "login", Subject: subj("ALICE", "203.0.113."+strconv.Itoa(w), "")})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if d.Allowed {
+						allowed.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if got := allowed.Load(); got != 10 {
+			t.Errorf("%d of 100 concurrent attempts allowed; want exactly 10", got)
 		}
 	})
 }
