@@ -65,7 +65,7 @@ var ErrUnavailable = errors.New("limit store unavailable")
 
 // Store is the contract of a limit backend. Implementations: RedisStore,
 // MemoryStore, and FailoverStore (Redis with a memory fallback). All of them
-// pass the shared conformance suite in storetest_test.go.
+// pass the shared conformance suite in conformance_test.go.
 type Store interface {
 	// Check decides one attempt; see the package documentation.
 	Check(ctx context.Context, req *CheckRequest) (CheckResult, error)
