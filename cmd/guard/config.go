@@ -29,6 +29,7 @@ const (
 	envKeySecret   = "GUARD_KEY_SECRET"
 	envKeyPrefix   = "GUARD_KEY_PREFIX"
 	envInstance    = "GUARD_INSTANCE"
+	envSpoolDir    = "GUARD_SPOOL_DIR"
 )
 
 // Defaults of the config file's keys; docs/configuration.md lists them.
@@ -456,6 +457,9 @@ func (cfg *Config) applyEnv(d *yamlDecoder, getenv func(string) string) {
 		if err := checkKeyPrefix(v); err != nil {
 			envErr(envKeyPrefix, err)
 		}
+	}
+	if v := getenv(envSpoolDir); v != "" {
+		cfg.Audit.SpoolDir = v
 	}
 	if v := getenv(envInstance); v != "" {
 		cfg.Instance = v

@@ -196,6 +196,7 @@ func TestParseConfigEnvOverrides(t *testing.T) {
 		"GUARD_KEY_SECRET":   "from-env-0123456789",
 		"GUARD_KEY_PREFIX":   "test:abc:",
 		"GUARD_INSTANCE":     "node-7",
+		"GUARD_SPOOL_DIR":    "/data/spool",
 	})
 	cfg, err := parseConfig("g.yaml", []byte(file), env)
 	if err != nil {
@@ -208,6 +209,7 @@ func TestParseConfigEnvOverrides(t *testing.T) {
 		{"secret", cfg.KeySecret, "from-env-0123456789"},
 		{"prefix", cfg.KeyPrefix, "test:abc:"},
 		{"instance", cfg.Instance, "node-7"},
+		{"spool dir", cfg.Audit.SpoolDir, "/data/spool"},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {

@@ -21,7 +21,8 @@ in flight, flushes the audit trail and closes Redis and Postgres.
 
 Configuration: the YAML file of --config (or GUARD_CONFIG), then the
 environment: GUARD_LISTEN (default 127.0.0.1:8080), GUARD_REDIS_URL,
-GUARD_DATABASE_URL, GUARD_KEY_SECRET, GUARD_KEY_PREFIX, GUARD_INSTANCE.
+GUARD_DATABASE_URL, GUARD_KEY_SECRET, GUARD_KEY_PREFIX, GUARD_INSTANCE,
+GUARD_SPOOL_DIR, GUARD_LOG_FORMAT, GUARD_LOG_LEVEL.
 Without a Redis URL Guard limits in memory, without a database URL it keeps
 the audit trail in memory: fine for trying it out, never for production
 (single instance, lost on restart); it says so at start.
