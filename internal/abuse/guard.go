@@ -52,7 +52,9 @@ type Config struct {
 	// default DefaultTrustTTL (720h); negative disables trust.
 	TrustTTL time.Duration
 	// Pseudonymize puts keyed hashes instead of identifiers into audit
-	// events.
+	// events (the IP's hash is of the full address, not its network).
+	// Lockout listings then name identifiers only from this process's
+	// in-memory record of recent strikes or from the filter.
 	Pseudonymize bool
 	// Instance names this process in audit events.
 	Instance string
