@@ -15,7 +15,7 @@ import (
 )
 
 const serveHelp = `
-Runs the Guard HTTP service (API: docs/api.md) until SIGINT or SIGTERM, then
+Runs the Guard HTTP service until SIGINT or SIGTERM, then
 shuts down gracefully: it stops accepting connections, finishes the requests
 in flight, flushes the audit trail and closes Redis and Postgres.
 
