@@ -599,3 +599,37 @@ func TestFailoverPingAndClose(t *testing.T) {
 		t.Errorf("closed primary %d, fallback %d times; want once each", primary.closed.Load(), fallback.closed.Load())
 	}
 }
+
+// TestFailoverConformance runs the shared Store suite through a
+// FailoverStore, once passing everything to a healthy primary and once with
+// the primary down so that every answer comes from the fallback: degraded
+// answers follow the same rules (FleetSize 1).
+func TestFailoverConformance(t *testing.T) {
+	tests := []struct {
+		name        string
+		primaryDown bool
+	}{
+		{"primary up", false},
+		{"primary down", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newMemFakeClock()
+			runConformance(t, storeHarness{
+				New: func(t *testing.T) (Store, Store, string) {
+					var primary Store = NewMemory(MemoryConfig{Now: clock.Now, Shards: 4})
+					if tc.primaryDown {
+						primary = foFailing()
+					}
+					fallback := NewMemory(MemoryConfig{Now: clock.Now, Shards: 4})
+					f := newTestFailover(t, FailoverConfig{Now: clock.Now}, primary, fallback, FailoverEvents{})
+					// One instance: its fallback state is its own, so both
+					// handles are the same store.
+					return f, f, "guard:test:" + t.Name() + ":"
+				},
+				Advance:   func(t *testing.T, d time.Duration) { clock.Advance(d) },
+				FakeClock: true,
+			})
+		})
+	}
+}
