@@ -103,19 +103,13 @@ func (s *server) handleForwardAuth(c *gin.Context) {
 		return
 	}
 	subject := abuse.Subject{IP: &ip}
-	if v := c.Request.Header.Values(s.fwd.userHeader); len(v) > 0 {
-		if len(v) > 1 {
-			writeError(c, badRequest("user", s.fwd.userHeader+" is given more than once"))
-			return
-		}
-		subject.User = &v[0]
+	if subject.User, err = headerValue(c, s.fwd.userHeader, "user"); err != nil {
+		writeError(c, err)
+		return
 	}
-	if v := c.Request.Header.Values(s.fwd.deviceHeader); len(v) > 0 {
-		if len(v) > 1 {
-			writeError(c, badRequest("device", s.fwd.deviceHeader+" is given more than once"))
-			return
-		}
-		subject.Device = &v[0]
+	if subject.Device, err = headerValue(c, s.fwd.deviceHeader, "device"); err != nil {
+		writeError(c, err)
+		return
 	}
 	in := abuse.CheckInput{Action: action, Subject: subject, Cost: 1, APIKey: keyName(c)}
 	d, err := s.decide(c, in)
@@ -134,4 +128,19 @@ func (s *server) handleForwardAuth(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusTooManyRequests, checkResponse(d))
+}
+
+// headerValue returns the identifier a proxy put in header, or nil when
+// the header is absent or empty: proxies commonly send an empty value for
+// anonymous requests, which must not turn into a 400. A header given more
+// than once is ambiguous and rejected.
+func headerValue(c *gin.Context, header, field string) (*string, error) {
+	v := c.Request.Header.Values(header)
+	switch {
+	case len(v) > 1:
+		return nil, badRequest(field, header+" is given more than once")
+	case len(v) == 0 || strings.TrimSpace(v[0]) == "":
+		return nil, nil
+	}
+	return &v[0], nil
 }

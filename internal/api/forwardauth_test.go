@@ -114,6 +114,8 @@ func TestForwardAuth(t *testing.T) {
 			wantStatus: 429, wantRetryAfter: "3", wantRateLimit: `"login/ip";r=0;t=3`},
 		{name: "denylisted: 429 without Retry-After", method: "GET", target: "/v1/forward-auth?action=login",
 			headers: []string{"X-Auth-User", "banned"}, wantStatus: 429},
+		{name: "empty user header is absent", method: "GET", target: "/v1/forward-auth?action=login", headers: []string{"X-Auth-User", " "},
+			wantStatus: 204, wantRateLimit: `"login/ip";r=1;t=60`},
 		{name: "missing action", method: "GET", target: "/v1/forward-auth", wantStatus: 400, wantCode: "invalid_request"},
 		{name: "unknown action", method: "GET", target: "/v1/forward-auth?action=nope", wantStatus: 400, wantCode: "unknown_action"},
 	}
