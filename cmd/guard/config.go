@@ -79,15 +79,14 @@ type Config struct {
 	// default policy.
 	PolicyFromFile bool
 
-	Instance       string
-	IPv6Prefix     int
-	TrustTTL       time.Duration
-	Store          StoreConfig
-	Alerts         AlertsConfig
-	Audit          AuditConfig
-	ForwardAuth    ForwardAuthConfig
-	lines          policyLines
-	instanceFromOS bool
+	Instance    string
+	IPv6Prefix  int
+	TrustTTL    time.Duration
+	Store       StoreConfig
+	Alerts      AlertsConfig
+	Audit       AuditConfig
+	ForwardAuth ForwardAuthConfig
+	lines       policyLines
 }
 
 // APIKey is one configured key. The key itself is kept only as its SHA-256.
@@ -192,7 +191,6 @@ func parseConfig(file string, data []byte, getenv func(string) string) (*Config,
 			host = "guard"
 		}
 		cfg.Instance = host
-		cfg.instanceFromOS = true
 	}
 	if cfg.Audit.SpoolDir == "" {
 		cfg.Audit.SpoolDir = defaultSpoolDir()
