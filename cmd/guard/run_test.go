@@ -316,6 +316,9 @@ func TestGracefulStopKeepsEveryDecision(t *testing.T) {
 		if n >= 300 {
 			break
 		}
+		if burstCtx.Err() != nil {
+			t.Fatalf("only %d checks answered before the burst timed out; log:\n%s", n, g.log.dump())
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	if err := g.stop(t); err != nil {
