@@ -176,8 +176,8 @@ func (s *RedisStore) Lockouts(ctx context.Context) ([]LockState, error) {
 	now := timeCmd.Val().UnixMilli()
 	var keys []string
 	for _, z := range indexCmd.Val() {
-		if int64(z.Score) > now {
-			keys = append(keys, z.Member.(string))
+		if k, ok := z.Member.(string); ok && int64(z.Score) > now {
+			keys = append(keys, k)
 		}
 	}
 	if len(keys) == 0 {

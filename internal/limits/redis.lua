@@ -35,40 +35,16 @@
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 
+-- Arguments are read in place (offsets, no copies): this script runs for
+-- every decision, and tables cost more than the reads.
 local op = ARGV[1]
-local nonce = ARGV[2]
 local nR, nL, nT = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local nF, nC = tonumber(ARGV[6]), tonumber(ARGV[7])
 local cost = tonumber(ARGV[8])
-local dry = ARGV[9] == '1'
-local failure = ARGV[10] == '1'
-local trustTTL = tonumber(ARGV[11])
-local decay = tonumber(ARGV[12])
 local nS = tonumber(ARGV[13])
-
-local ladder = {}
-for i = 1, nS do ladder[i] = tonumber(ARGV[13 + i]) end
-local a = 13 + nS
-
-local rLimit, rWindow, rShadow = {}, {}, {}
-for i = 1, nR do
-  rLimit[i] = tonumber(ARGV[a + 1])
-  rWindow[i] = tonumber(ARGV[a + 2])
-  rShadow[i] = ARGV[a + 3] == '1'
-  a = a + 3
-end
-local lSpare = {}
-for i = 1, nL do
-  lSpare[i] = ARGV[a + 1] == '1'
-  a = a + 1
-end
-local fLimit, fWindow, fInfo = {}, {}, {}
-for i = 1, nF do
-  fLimit[i] = tonumber(ARGV[a + 1])
-  fWindow[i] = tonumber(ARGV[a + 2])
-  fInfo[i] = ARGV[a + 3]
-  a = a + 3
-end
+local aRule = 13 + nS -- rule i: ARGV[aRule+3i-2 .. aRule+3i]
+local aLock = aRule + 3 * nR -- lock i: ARGV[aLock+i]
+local aFail = aLock + nL -- failure rule i: ARGV[aFail+3i-2 .. aFail+3i]
 
 local kLock = nR
 local kTrust = kLock + nL
@@ -77,10 +53,10 @@ local kFailLock = kFail + nF
 local kClear = kFailLock + nF
 local index = KEYS[kClear + nC + 1]
 
--- Members are hex(now):nonce:i (or :fi for a failure), at most
--- 11+1+32+1+7 bytes, so the logs stay listpack-encoded; the nonce keeps two
--- calls in one millisecond apart.
-local stamp = string.format('%x:%s:', now, nonce)
+-- Members are hex(now):nonce:i (or :fi for a failure): 11+1+32+1 bytes
+-- plus the digits of i, well under 64, so the logs stay listpack-encoded;
+-- the nonce keeps two calls in one millisecond apart.
+local stamp = string.format('%x:%s:', now, ARGV[2])
 
 -- A trust record holds its own end in ms: Redis keeps a key alive through
 -- the millisecond its TTL ends (and times expiry from the script's start),
@@ -100,7 +76,7 @@ end
 local function activeLock()
   local bi, bl, bs, bu, binfo = 0, 0, 0, 0, ''
   for i = 1, nL do
-    if not (lSpare[i] and isTrusted()) then
+    if not (ARGV[aLock + i] == '1' and isTrusted()) then
       local r = redis.call('HMGET', KEYS[kLock + i], 'level', 'since', 'until', 'info')
       local u = tonumber(r[3])
       if u and u > now and (bi == 0 or u > bu) then
@@ -116,15 +92,15 @@ local struck = {}
 -- strike raises failure rule i's lock by one level and restarts it.
 local function strike(i)
   local key = KEYS[kFailLock + i]
+  local decay = tonumber(ARGV[12])
   local r = redis.call('HMGET', key, 'level', 'last')
   local level = tonumber(r[1]) or 0
   local last = tonumber(r[2])
   if last == nil or now - last >= decay then level = 0 end
-  level = level + 1
-  if level > nS then level = nS end
-  local untilMs = now + ladder[level]
+  level = math.min(level + 1, nS)
+  local untilMs = now + tonumber(ARGV[13 + level])
   redis.call('HSET', key, 'level', level, 'since', now, 'until', untilMs,
-    'last', now, 'info', fInfo[i])
+    'last', now, 'info', ARGV[aFail + 3 * i])
   -- The record outlives the lockout until the level has decayed.
   redis.call('PEXPIRE', key, math.max(math.max(untilMs, now + decay) - now, 1))
   redis.call('ZADD', index, untilMs, key)
@@ -143,74 +119,78 @@ end
 local function fail()
   for i = 1, nF do
     local key = KEYS[kFail + i]
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', now - fWindow[i])
+    local limit = tonumber(ARGV[aFail + 3 * i - 2])
+    local w = tonumber(ARGV[aFail + 3 * i - 1])
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', now - w)
     redis.call('ZADD', key, now, stamp .. 'f' .. i)
-    if redis.call('ZCARD', key) >= fLimit[i] then
+    if redis.call('ZCARD', key) >= limit then
       redis.call('DEL', key)
       strike(i)
     else
-      redis.call('PEXPIRE', key, fWindow[i])
+      redis.call('PEXPIRE', key, w)
     end
   end
 end
 
--- reply assembles the check/report answer.
-local function reply(allowed, li, ll, ls, lu, linfo, rules)
-  local out = {now, allowed, li, ll, ls, lu, linfo, nR}
-  for i = 1, #rules do out[#out + 1] = rules[i] end
+-- finish appends the lock and the strikes to out (which holds now, allowed
+-- and the rules) in the reply layout.
+local function finish(out, allowed, li, ll, ls, lu, linfo)
+  out[2], out[3], out[4], out[5], out[6], out[7] = allowed, li, ll, ls, lu, linfo
   out[#out + 1] = #struck / 4
   for i = 1, #struck do out[#out + 1] = struck[i] end
   return out
 end
 
 if op == 'check' then
+  local dry = ARGV[9] == '1'
   local li, ll, ls, lu, linfo = activeLock()
   local allowed = li == 0
-  local count, fits, oldest = {}, {}, {}
+  local count = {}
   for i = 1, nR do
     local key = KEYS[i]
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', now - rWindow[i])
-    count[i] = redis.call('ZCARD', key)
-    fits[i] = count[i] + cost <= rLimit[i]
-    if not fits[i] and not rShadow[i] then allowed = false end
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', now - tonumber(ARGV[aRule + 3 * i - 1]))
+    local c = redis.call('ZCARD', key)
+    count[i] = c
+    if c + cost > tonumber(ARGV[aRule + 3 * i - 2]) and ARGV[aRule + 3 * i] ~= '1' then
+      allowed = false
+    end
   end
 
-  local rules = {}
+  local out = {now, 0, 0, 0, 0, 0, '', nR}
   for i = 1, nR do
-    local key, w, c = KEYS[i], rWindow[i], count[i]
+    local key, c = KEYS[i], count[i]
+    local limit = tonumber(ARGV[aRule + 3 * i - 2])
+    local w = tonumber(ARGV[aRule + 3 * i - 1])
+    local fits = c + cost <= limit
     -- A rule logs (or, dry, would log) iff the attempt is allowed and the
     -- rule itself admits it; a shadow rule never logs what it would deny.
-    local logs = allowed and fits[i]
+    local logs = allowed and fits
     local after = c
     if logs then after = c + cost end
     local reset = 0
     if c > 0 then
-      local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-      reset = tonumber(first[2]) + w - now
+      reset = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2]) + w - now
     elseif logs then
       reset = w
     end
     local retry = 0
-    if not fits[i] then
+    if not fits then
       -- Cost fits once the k oldest entries have left; the k-th leaves at
       -- its stamp + W. A cost above the limit never fits; it is told to
       -- come back when the log is empty (as the memory store does).
-      local k = c + cost - rLimit[i]
-      if k > c then k = c end
+      local k = math.min(c + cost - limit, c)
       if k > 0 then
-        local e = redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')
-        retry = tonumber(e[2]) + w - now
+        retry = tonumber(redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')[2]) + w - now
       else
         retry = w
       end
     end
-    local ok = 0
-    if fits[i] then ok = 1 end
-    rules[#rules + 1] = ok
-    rules[#rules + 1] = after
-    rules[#rules + 1] = math.max(rLimit[i] - after, 0)
-    rules[#rules + 1] = reset
-    rules[#rules + 1] = retry
+    local n = #out
+    out[n + 1] = fits and 1 or 0
+    out[n + 2] = after
+    out[n + 3] = math.max(limit - after, 0)
+    out[n + 4] = reset
+    out[n + 5] = retry
     if logs and not dry then
       if cost == 1 then
         redis.call('ZADD', key, now, stamp .. 1)
@@ -233,23 +213,22 @@ if op == 'check' then
   end
 
   if li == 0 and not allowed and not dry then fail() end
-  local a1 = 0
-  if allowed then a1 = 1 end
-  return reply(a1, li, ll, ls, lu, linfo, rules)
+  return finish(out, allowed and 1 or 0, li, ll, ls, lu, linfo)
 end
 
 if op == 'report' then
-  if failure then
+  if ARGV[10] == '1' then
     fail()
   else
     for i = 1, nC do redis.call('DEL', KEYS[kClear + i]) end
-    if nT == 1 and trustTTL > 0 then
-      redis.call('SET', KEYS[kTrust + 1], now + trustTTL, 'PX', trustTTL + 1000)
+    local ttl = tonumber(ARGV[11])
+    if nT == 1 and ttl > 0 then
+      redis.call('SET', KEYS[kTrust + 1], now + ttl, 'PX', ttl + 1000)
       trusted = true
     end
   end
   local li, ll, ls, lu, linfo = activeLock()
-  return reply(0, li, ll, ls, lu, linfo, {})
+  return finish({now, 0, 0, 0, 0, 0, '', 0}, 0, li, ll, ls, lu, linfo)
 end
 
 if op == 'unlock' then
