@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -248,9 +249,17 @@ func (a *app) buildAudit(ctx context.Context, migrate bool) error {
 // runBackground runs what the app needs besides requests: audit partition
 // maintenance and the health gauges, until ctx ends.
 func (a *app) runBackground(ctx context.Context) {
-	defer close(a.background)
+	var wg sync.WaitGroup
+	defer func() {
+		wg.Wait()
+		close(a.background)
+	}()
 	if pg, ok := a.audit.(*audit.PGStore); ok {
-		go func() { _ = pg.RunMaintenance(ctx) }()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = pg.RunMaintenance(ctx)
+		}()
 	}
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()

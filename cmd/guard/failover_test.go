@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/guardhq/guard/sdk"
+)
+
+// privateRedis starts a redis-server of its own on a free loopback port, so
+// the test may kill it without disturbing anyone; it returns its URL and
+// the process.
+func privateRedis(t *testing.T) (string, *exec.Cmd) {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		missing(t, "redis-server is not installed")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	url := "redis://127.0.0.1:" + strconv.Itoa(port) + "/0"
+	opt, _ := redis.ParseURL(url)
+	c := redis.NewClient(opt)
+	defer c.Close()
+	for i := 0; ; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return url, cmd
+		}
+		if i == 100 {
+			t.Fatalf("private redis-server did not answer: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestServeFailsOpenWhenRedisDies kills Guard's Redis: decisions go on from
+// the local fallback marked degraded, /readyz and the metrics say so, and
+// the webhook receives one redis_down alert.
+func TestServeFailsOpenWhenRedisDies(t *testing.T) {
+	redisURL, redisProc := privateRedis(t)
+	var (
+		mu     sync.Mutex
+		alerts []map[string]any
+	)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p map[string]any
+		b, _ := io.ReadAll(r.Body)
+		if json.Unmarshal(b, &p) == nil {
+			mu.Lock()
+			alerts = append(alerts, p)
+			mu.Unlock()
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer hook.Close()
+	config := e2eConfig(t.TempDir()) + "alerts: {webhook_url: \"" + hook.URL + "\", timeout: 1s}\nstore: {budget: 50ms}\n"
+	g := startGuard(t, config, map[string]string{"GUARD_REDIS_URL": redisURL})
+	ctx := context.Background()
+	client := sdk.New(g.base, checkKey)
+	ip := "203.0.113.50"
+	res, err := client.Check(ctx, sdk.CheckRequest{Action: "login", IP: &ip})
+	if err != nil || res.Degraded {
+		t.Fatalf("check with Redis up = %+v, %v; want a normal answer", res, err)
+	}
+
+	if err := redisProc.Process.Kill(); err != nil {
+		t.Fatalf("kill redis: %v", err)
+	}
+	_ = redisProc.Wait()
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err = client.Check(ctx, sdk.CheckRequest{Action: "login", IP: strp("198.51.100.77")})
+		if err != nil {
+			t.Fatalf("check with Redis down: %v (Guard must fail open)", err)
+		}
+		if res.Degraded || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !res.Degraded || res.Decision != "allow" {
+		t.Errorf("check with Redis down = %s degraded=%v, want allow degraded=true", res.Decision, res.Degraded)
+	}
+	// The first failed call is answered from the fallback at once; the
+	// breaker opens (and readiness turns degraded) after a few failures.
+	var ready *sdk.Readiness
+	for {
+		ready, err = client.Ready(ctx)
+		if err != nil {
+			t.Fatalf("readyz with Redis down: %v (want 200: Guard still decides)", err)
+		}
+		if ready.Mode == "degraded" || time.Now().After(deadline) {
+			break
+		}
+		_, _ = client.Check(ctx, sdk.CheckRequest{Action: "login", IP: strp("198.51.100.78")})
+		time.Sleep(20 * time.Millisecond)
+	}
+	if ready.Mode != "degraded" || ready.Redis != "down" {
+		t.Errorf("readyz = %+v, want mode degraded, redis down", *ready)
+	}
+	resp, err := http.Get(g.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"guard_degraded 1", "guard_redis_up 0"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	for {
+		mu.Lock()
+		n := len(alerts)
+		mu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(alerts) != 1 || alerts[0]["event"] != "redis_down" || alerts[0]["instance"] != "e2e-1" {
+		t.Errorf("webhook alerts = %v, want one redis_down from e2e-1", alerts)
+	}
+}
