@@ -7,7 +7,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -151,4 +153,55 @@ func TestServeFailsOpenWhenRedisDies(t *testing.T) {
 	if len(alerts) != 1 || alerts[0]["event"] != "redis_down" || alerts[0]["instance"] != "e2e-1" {
 		t.Errorf("webhook alerts = %v, want one redis_down from e2e-1", alerts)
 	}
+}
+
+// TestServeSpoolsWhilePostgresIsDown starts Guard with a database that does
+// not answer: it still starts and decides, readiness reports Postgres down,
+// and the decisions wait in the spool on disk, which a graceful stop keeps.
+func TestServeSpoolsWhilePostgresIsDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadURL := "postgres://postgres@" + ln.Addr().String() + "/guard?sslmode=disable&connect_timeout=1"
+	ln.Close() // nothing listens there now
+	spool := t.TempDir()
+	g := startGuard(t, e2eConfig(spool), map[string]string{"GUARD_DATABASE_URL": deadURL})
+	ctx := context.Background()
+	client := sdk.New(g.base, checkKey)
+	for i := range 5 {
+		res, err := client.Check(ctx, sdk.CheckRequest{Action: "login", IP: strp("192.0.2." + strconv.Itoa(i+1))})
+		if err != nil || res.Decision != "allow" {
+			t.Fatalf("check %d = %+v, %v; want allow (Postgres is not on the decision path)", i, res, err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var ready *sdk.Readiness
+	for {
+		ready, err = client.Ready(ctx)
+		if err != nil {
+			t.Fatalf("readyz: %v", err)
+		}
+		if (ready.Postgres == "down" && ready.AuditBacklog >= 5) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if ready.Mode != "normal" || ready.Postgres != "down" || ready.AuditBacklog < 5 {
+		t.Errorf("readyz = %+v, want mode normal, postgres down, backlog >= 5", *ready)
+	}
+	if err := g.stop(t); err != nil {
+		t.Logf("stop with Postgres down: %v", err)
+	}
+	info, err := os.Stat(filepath.Join(spool, "audit.spool"))
+	if err != nil || info.Size() == 0 {
+		t.Errorf("spool file after stop: %v, size %d; want the unwritten events kept on disk", err, sizeOf(info))
+	}
+}
+
+func sizeOf(fi os.FileInfo) int64 {
+	if fi == nil {
+		return 0
+	}
+	return fi.Size()
 }
