@@ -1,14 +1,10 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"net/textproto"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -350,123 +346,6 @@ func (cfg *Config) decodeForwardAuth(d *yamlDecoder, f field) {
 // headerNameRE is RFC 9110's token.
 var headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
-// hexKeyRE is a SHA-256 in hex.
-var hexKeyRE = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
-
-func (d *yamlDecoder) decodeAPIKeys(f field) []APIKey {
-	var keys []APIKey
-	names := map[string]int{}
-	hashes := map[[32]byte]int{}
-	for i, n := range d.sequence(f.val, "api_keys") {
-		what := fmt.Sprintf("api_keys[%d]", i)
-		m := d.mapping(n, what, "name", "scopes", "key", "key_sha256")
-		var k APIKey
-		if nf, ok := m["name"]; ok {
-			d.str(nf, what+".name", &k.Name)
-		}
-		if k.Name == "" {
-			d.errorf(n, "%s: name is required", what)
-		} else if line, dup := names[k.Name]; dup {
-			d.errorf(m["name"].val, "%s: key name %q is already used on line %d", what, k.Name, line)
-		} else {
-			names[k.Name] = m["name"].val.Line
-		}
-		if sf, ok := m["scopes"]; ok {
-			d.strings(sf, what+".scopes", &k.Scopes)
-			seen := map[string]bool{}
-			for _, s := range k.Scopes {
-				if !contains(scopes, s) {
-					d.errorf(sf.val, "%s.scopes: unknown scope %q (known: %s)", what, s, strings.Join(scopes, ", "))
-				} else if seen[s] {
-					d.errorf(sf.val, "%s.scopes: scope %q is listed twice", what, s)
-				}
-				seen[s] = true
-			}
-		}
-		if len(k.Scopes) == 0 {
-			d.errorf(n, "%s: scopes are required (check, audit:read, admin)", what)
-		}
-		plain, hasPlain := m["key"]
-		hashed, hasHashed := m["key_sha256"]
-		switch {
-		case hasPlain && hasHashed:
-			d.errorf(n, "%s: give key or key_sha256, not both", what)
-		case hasPlain:
-			var s string
-			d.str(plain, what+".key", &s)
-			if s == "" {
-				d.errorf(plain.val, "%s.key must not be empty", what)
-			}
-			k.SHA256 = sha256.Sum256([]byte(s))
-		case hasHashed:
-			var s string
-			d.str(hashed, what+".key_sha256", &s)
-			if !hexKeyRE.MatchString(s) {
-				d.errorf(hashed.val, "%s.key_sha256 must be 64 hex digits (sha256sum of the key)", what)
-			} else {
-				b, _ := hex.DecodeString(s)
-				copy(k.SHA256[:], b)
-			}
-		default:
-			d.errorf(n, "%s: key or key_sha256 is required", what)
-		}
-		if k.SHA256 != ([32]byte{}) {
-			if line, dup := hashes[k.SHA256]; dup {
-				d.errorf(n, "%s: the same key is already configured on line %d", what, line)
-			}
-			hashes[k.SHA256] = n.Line
-		}
-		keys = append(keys, k)
-	}
-	return keys
-}
-
-// applyEnv applies the GUARD_* overrides; they win over the file.
-func (cfg *Config) applyEnv(d *yamlDecoder, getenv func(string) string) {
-	envErr := func(name string, err error) {
-		d.errs = append(d.errs, &ConfigError{File: name, Msg: err.Error()})
-	}
-	if v := getenv(envListen); v != "" {
-		cfg.Listen = v
-		if err := checkListen(v); err != nil {
-			envErr(envListen, err)
-		}
-	}
-	if v := getenv(envRedisURL); v != "" {
-		cfg.RedisURL = v
-		if err := checkURL(v, "redis", "rediss", "unix"); err != nil {
-			envErr(envRedisURL, err)
-		}
-	}
-	if v := getenv(envDatabaseURL); v != "" {
-		cfg.DatabaseURL = v
-		if err := checkURL(v, "postgres", "postgresql"); err != nil {
-			envErr(envDatabaseURL, err)
-		}
-	}
-	if v := getenv(envKeySecret); v != "" {
-		cfg.KeySecret = v
-		if err := checkKeySecret(v); err != nil {
-			envErr(envKeySecret, err)
-		}
-	}
-	if v := getenv(envKeyPrefix); v != "" {
-		cfg.KeyPrefix = v
-		if err := checkKeyPrefix(v); err != nil {
-			envErr(envKeyPrefix, err)
-		}
-	}
-	if v := getenv(envSpoolDir); v != "" {
-		cfg.Audit.SpoolDir = v
-	}
-	if v := getenv(envInstance); v != "" {
-		cfg.Instance = v
-		if !actionNameRE.MatchString(v) {
-			envErr(envInstance, fmt.Errorf("%q: use letters, digits, _ . - (at most 64)", v))
-		}
-	}
-}
-
 // validatePolicy runs abuse's own validation (which also fills defaults and
 // normalises list users) and points its complaint at the file's line.
 func (cfg *Config) validatePolicy(file string) error {
@@ -483,57 +362,4 @@ func (cfg *Config) validatePolicy(file string) error {
 		return fmt.Errorf("%s: built-in default policy: %w", file, err)
 	}
 	return &ConfigError{File: file, Line: line, Msg: err.Error()}
-}
-
-func checkListen(addr string) error {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("%q is not host:port", addr)
-	}
-	if host != "" && net.ParseIP(host) == nil && !hostNameRE.MatchString(host) {
-		return fmt.Errorf("%q: bad host", addr)
-	}
-	if _, err := net.LookupPort("tcp", port); err != nil {
-		return fmt.Errorf("%q: bad port", addr)
-	}
-	return nil
-}
-
-var hostNameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$`)
-
-// checkURL checks the scheme and shape of a URL without echoing it: a
-// database or Redis URL may hold a password.
-func checkURL(raw string, schemes ...string) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return errors.New("not a valid URL")
-	}
-	if !contains(schemes, u.Scheme) {
-		return fmt.Errorf("scheme must be one of %s", strings.Join(schemes, ", "))
-	}
-	if u.Scheme != "unix" && u.Host == "" {
-		return errors.New("the URL has no host")
-	}
-	return nil
-}
-
-var keyPrefixRE = regexp.MustCompile(`^[A-Za-z0-9_.:{}-]{1,64}$`)
-
-func checkKeyPrefix(p string) error {
-	if !keyPrefixRE.MatchString(p) {
-		return fmt.Errorf("%q: use 1 to 64 of letters, digits and _ . : { } -", p)
-	}
-	return nil
-}
-
-// minKeySecret is the shortest key_secret accepted (abuse refuses shorter
-// ones too): a short secret makes the hashes of low-entropy identifiers
-// such as phone numbers guessable.
-const minKeySecret = 16
-
-func checkKeySecret(s string) error {
-	if len(s) < minKeySecret {
-		return fmt.Errorf("must be at least %d bytes (e.g. openssl rand -hex 32)", minKeySecret)
-	}
-	return nil
 }
