@@ -385,21 +385,31 @@ func TestFailoverFaults(t *testing.T) {
 	healthy("healthy")
 	expect("healthy", false, "")
 
+	mark := time.Now()
 	srv.kill()
+	waitFor(t, 3*time.Second, "killed: breaker open", fo.Degraded)
+	t.Logf("killed: breaker open after %v", time.Since(mark))
 	outage("killed")
 	expect("killed", true, "redis_down")
 
 	srv.start()
+	mark = time.Now()
 	waitFor(t, 5*time.Second, "restarted: back on Redis", func() bool { return !fo.Degraded() })
+	t.Logf("restarted: back on Redis %v after it answered PING", time.Since(mark))
 	healthy("restarted")
 	expect("restarted", false, "redis_down redis_recovered")
 
+	mark = time.Now()
 	srv.signal(syscall.SIGSTOP)
+	waitFor(t, 3*time.Second, "paused: breaker open", fo.Degraded)
+	t.Logf("paused: breaker open after %v", time.Since(mark))
 	outage("paused")
 	expect("paused", true, "redis_down redis_recovered redis_down")
 
+	mark = time.Now()
 	srv.signal(syscall.SIGCONT)
 	waitFor(t, 5*time.Second, "resumed: back on Redis", func() bool { return !fo.Degraded() })
+	t.Logf("resumed: back on Redis after %v", time.Since(mark))
 	healthy("resumed")
 	expect("resumed", false, "redis_down redis_recovered redis_down redis_recovered")
 

@@ -1,0 +1,145 @@
+package limits
+
+import (
+	"context"
+	"crypto/rand"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Benchmarks of the failover layer against the raw Redis store in the same
+// run, and of a degraded (fallback) decision:
+//
+//	go test -run '^$' -bench 'Failover' -benchtime=2s ./internal/limits/
+//
+// BenchmarkFailoverPaired interleaves a raw and a wrapped call on one
+// goroutine and reports the latency ratio directly, which stays meaningful
+// when other processes load the machine unevenly over time.
+
+const failoverBenchKeys = 10000
+
+// failoverBenchRedis returns a RedisStore on the shared test server with
+// the client options cmd/guard uses, under a prefix deleted at the end.
+func failoverBenchRedis(b *testing.B) *RedisStore {
+	b.Helper()
+	url := os.Getenv("GUARD_TEST_REDIS_URL")
+	if url == "" {
+		url = "redis://127.0.0.1:6379/0"
+	}
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		b.Fatalf("parse %s: %v", url, err)
+	}
+	opt.ContextTimeoutEnabled = true
+	opt.MaxRetries = -1
+	opt.DialerRetries = 1
+	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = 250*time.Millisecond,
+		250*time.Millisecond, 250*time.Millisecond, 250*time.Millisecond
+	c := redis.NewClient(opt)
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		c.Close()
+		if os.Getenv("CI") != "" {
+			b.Fatalf("no Redis at %s: %v (CI is set)", url, err)
+		}
+		b.Skipf("no Redis at %s: %v; skipping", url, err)
+	}
+	prefix := "guardbench:" + rand.Text()[:10] + ":"
+	b.Cleanup(func() {
+		cc := redis.NewClient(opt)
+		defer cc.Close()
+		ctx := context.Background()
+		iter := cc.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			cc.Del(ctx, iter.Val())
+		}
+	})
+	return NewRedis(c, RedisConfig{Prefix: prefix})
+}
+
+// failoverBenchReq is a login-like attempt: two rules over 10,000 keys.
+func failoverBenchReq(prefix string, i int64) *CheckRequest {
+	k := strconv.FormatInt(i%failoverBenchKeys, 10)
+	return &CheckRequest{
+		Rules: []Rule{
+			{Key: prefix + "log:ip:" + k, Limit: 60, Window: time.Minute},
+			{Key: prefix + "log:user:" + k, Limit: 30, Window: 15 * time.Minute},
+		},
+		Cost:  1,
+		Nonce: "b" + strconv.FormatInt(i, 36),
+	}
+}
+
+func BenchmarkFailover(b *testing.B) {
+	run := func(b *testing.B, s Store) {
+		var seq atomic.Int64
+		prefix := "guardbench:" + rand.Text()[:10] + ":"
+		b.ReportAllocs()
+		b.SetParallelism(8)
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				res, err := s.Check(context.Background(), failoverBenchReq(prefix, seq.Add(1)))
+				if err != nil {
+					b.Errorf("Check: %v", err)
+					return
+				}
+				_ = res
+			}
+		})
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+	}
+	b.Run("redis raw", func(b *testing.B) {
+		s := failoverBenchRedis(b)
+		defer s.Close()
+		run(b, s)
+	})
+	b.Run("redis via failover", func(b *testing.B) {
+		f := NewFailover(nil, FailoverConfig{}, failoverBenchRedis(b), NewMemory(MemoryConfig{}), FailoverEvents{})
+		defer f.Close()
+		run(b, f)
+	})
+	for _, fleet := range []int{1, 4} {
+		b.Run("degraded fleet "+strconv.Itoa(fleet), func(b *testing.B) {
+			f := NewFailover(nil, FailoverConfig{FailureThreshold: 1, FleetSize: fleet, ProbeInterval: time.Hour},
+				foFailing(), NewMemory(MemoryConfig{}), FailoverEvents{})
+			defer f.Close()
+			f.probe() // opens the breaker: every call goes to the fallback
+			run(b, f)
+		})
+	}
+}
+
+// BenchmarkFailoverPaired alternates a raw RedisStore call and a call
+// through a FailoverStore (separate clients, same server) and reports the
+// mean latency of each and their ratio.
+func BenchmarkFailoverPaired(b *testing.B) {
+	raw := failoverBenchRedis(b)
+	defer raw.Close()
+	f := NewFailover(nil, FailoverConfig{}, failoverBenchRedis(b), NewMemory(MemoryConfig{}), FailoverEvents{})
+	defer f.Close()
+	prefix := "guardbench:" + rand.Text()[:10] + ":"
+	ctx := context.Background()
+	var rawT, wrapT time.Duration
+	b.ResetTimer()
+	for i := range int64(b.N) {
+		t0 := time.Now()
+		if _, err := raw.Check(ctx, failoverBenchReq(prefix+"r:", i)); err != nil {
+			b.Fatalf("raw Check: %v", err)
+		}
+		t1 := time.Now()
+		if _, err := f.Check(ctx, failoverBenchReq(prefix+"f:", i)); err != nil {
+			b.Fatalf("failover Check: %v", err)
+		}
+		t2 := time.Now()
+		rawT += t1.Sub(t0)
+		wrapT += t2.Sub(t1)
+	}
+	b.ReportMetric(float64(rawT.Nanoseconds())/float64(b.N), "raw-ns/op")
+	b.ReportMetric(float64(wrapT.Nanoseconds())/float64(b.N), "failover-ns/op")
+	b.ReportMetric(float64(wrapT)/float64(rawT), "failover/raw")
+}
