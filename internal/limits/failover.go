@@ -280,9 +280,17 @@ func (f *FailoverStore) Lockouts(ctx context.Context) ([]LockState, error) {
 }
 
 // Ping reports whether this store can decide: nil when the primary answers
-// within the budget or, failing that, the fallback answers. It does not move
-// the breaker; use Degraded for the primary's health.
+// within the budget or, failing that, the fallback answers. While degraded
+// it asks the fallback only, so a readiness probe never waits on a dead
+// primary. It does not move the breaker; use Degraded for the primary's
+// health.
 func (f *FailoverStore) Ping(ctx context.Context) error {
+	if f.Degraded() {
+		if err := f.fallback.Ping(ctx); err != nil {
+			return fmt.Errorf("fallback ping: %w", err)
+		}
+		return nil
+	}
 	pctx, cancel := context.WithTimeout(ctx, f.cfg.Budget)
 	perr := f.primary.Ping(pctx)
 	cancel()
