@@ -82,7 +82,8 @@ func TestServeFailsOpenWhenRedisDies(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer hook.Close()
-	config := e2eConfig(t.TempDir()) + "alerts: {webhook_url: \"" + hook.URL + "\", timeout: 1s}\nstore: {budget: 50ms}\n"
+	config := strings.Replace(e2eConfig(t.TempDir()), "store: {budget: 2s}", "store: {budget: 50ms}", 1) +
+		"alerts: {webhook_url: \"" + hook.URL + "\", timeout: 1s}\n"
 	g := startGuard(t, config, map[string]string{"GUARD_REDIS_URL": redisURL})
 	ctx := context.Background()
 	client := sdk.New(g.base, checkKey)
