@@ -77,6 +77,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	b.log = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	useRedisLog(b.log)
 	defer b.cleanup()
 	fmt.Fprintf(e.stdout, "guard bench: %s per mode, %d workers, %d keys, Redis %s\n\n",
 		f.duration, f.concurrency, f.keys, redactURL(f.redisURL))

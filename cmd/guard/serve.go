@@ -54,6 +54,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	useRedisLog(logger)
 	cfg, err := loadConfig(*configPath, e.getenv)
 	if err != nil {
 		return err
