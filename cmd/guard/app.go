@@ -200,6 +200,9 @@ func (a *app) buildAudit(ctx context.Context, migrate bool) error {
 		a.log.Warn("NO DATABASE CONFIGURED: the audit trail is kept in memory (at most " +
 			fmt.Sprint(audit.DefaultMemoryMax) + " events) and lost on restart. " +
 			"Set GUARD_DATABASE_URL or database_url for production.")
+		if migrate {
+			a.log.Warn("--migrate ignored: no database URL")
+		}
 		mem := audit.NewMemoryStore(0)
 		a.audit = mem
 		w, err := newAuditWriter(a.log, a.cfg, mem, a.metrics, a.alerts, "")
