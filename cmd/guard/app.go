@@ -46,9 +46,6 @@ type app struct {
 type appOptions struct {
 	// migrate runs the audit migrations before the store is used.
 	migrate bool
-	// secretGenerated says the key secret was made up at start (for the
-	// warning and the docs' reasoning).
-	secretGenerated bool
 }
 
 // newApp builds every component of cfg. On error, whatever was built is
@@ -57,7 +54,7 @@ func newApp(ctx context.Context, logger *slog.Logger, cfg *Config, opts appOptio
 	a = &app{log: logger, cfg: cfg, metrics: metrics.New()}
 	defer func() {
 		if err != nil {
-			a.close(context.Background())
+			_ = a.close(context.Background())
 			a = nil
 		}
 	}()
