@@ -68,6 +68,11 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			"lockouts do not survive a restart and audit cursors break. Set GUARD_KEY_SECRET " +
 			"or key_secret (e.g. openssl rand -hex 32).")
 	}
+	if len(cfg.KeySecret) < weakKeySecret {
+		logger.Warn("WEAK KEY SECRET: key_secret is shorter than 16 bytes, so the hashes of "+
+			"low-entropy identifiers (phone numbers) could be guessed from Redis; use e.g. openssl rand -hex 32",
+			"bytes", len(cfg.KeySecret))
+	}
 	if cfg.File == "" {
 		logger.Info("no config file; running the built-in default policy", "actions", actionNames(cfg))
 	} else {

@@ -40,7 +40,8 @@ type Config struct {
 	// New. Its zero value is replaced by DefaultPolicy().
 	Policy Policy
 	// KeySecret keys the HMAC-SHA256 hashes that stand for identifiers in
-	// Redis. Required (at least 16 bytes); changing it orphans every key.
+	// Redis. Required (non-empty; 32 random bytes recommended); changing it
+	// orphans every key.
 	KeySecret []byte
 	// KeyPrefix starts every Redis key; default DefaultKeyPrefix
 	// ("guard:v1:").
@@ -63,10 +64,6 @@ type Config struct {
 	Now func() time.Time
 }
 
-// minSecretBytes is the shortest KeySecret New accepts: shorter secrets
-// make the hashes guessable for low-entropy identifiers such as phone
-// numbers.
-const minSecretBytes = 16
 
 // Guard decides attempts. It is safe for concurrent use.
 type Guard struct {
@@ -140,8 +137,8 @@ func New(logger *slog.Logger, cfg Config, store limits.Store, rec Recorder, look
 	if rec == nil {
 		return nil, errors.New("abuse: an audit recorder is required")
 	}
-	if len(cfg.KeySecret) < minSecretBytes {
-		return nil, fmt.Errorf("abuse: key secret must be at least %d bytes", minSecretBytes)
+	if len(cfg.KeySecret) == 0 {
+		return nil, errors.New("abuse: a key secret is required")
 	}
 	if cfg.KeyPrefix == "" {
 		cfg.KeyPrefix = DefaultKeyPrefix

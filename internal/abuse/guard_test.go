@@ -20,7 +20,6 @@ func TestNewRejects(t *testing.T) {
 		cfg  Config
 	}{
 		{"no secret", Config{}},
-		{"short secret", Config{KeySecret: []byte("change-me")}},
 		{"ipv6 prefix 129", Config{KeySecret: testSecret, IPv6Prefix: 129}},
 		{"ipv6 prefix negative", Config{KeySecret: testSecret, IPv6Prefix: -1}},
 		{"invalid policy", Config{KeySecret: testSecret, Policy: bad}},
