@@ -41,8 +41,11 @@ type RedisConfig struct {
 // they must therefore hash to one slot; the lockout index (Prefix+"locks")
 // is one of them.
 //
-// A client that retries a command after a lost reply (go-redis MaxRetries)
-// may run a decision twice; that only ever counts more, never less.
+// The first call after a start, a SCRIPT FLUSH or a failover costs two
+// round trips (EVALSHA answers NOSCRIPT, then EVAL loads the script); every
+// later call costs one. A client that retries a command after a lost reply
+// may run a decision twice, which only ever counts more, never less; build
+// it with MaxRetries: -1 unless that is acceptable.
 type RedisStore struct {
 	client redis.UniversalClient
 	script *redis.Script
@@ -66,7 +69,8 @@ func NewRedis(client redis.UniversalClient, cfg RedisConfig) *RedisStore {
 }
 
 // Check decides one attempt in one round trip; see the package
-// documentation. An invalid request is an error that is not ErrUnavailable.
+// documentation. An empty Nonce is replaced by a random one. An invalid
+// request is an error that is not ErrUnavailable and sends nothing.
 func (s *RedisStore) Check(ctx context.Context, req *CheckRequest) (CheckResult, error) {
 	if err := validateRedisCheck(req); err != nil {
 		return CheckResult{}, err
