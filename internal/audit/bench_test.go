@@ -101,3 +101,29 @@ func BenchmarkRecord(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkMemoryStoreInsertFull is a writer batch of 100 events into a
+// MemoryStore at its default capacity (100k events), where every insert
+// evicts as many as it adds. One op is one batch.
+func BenchmarkMemoryStoreInsertFull(b *testing.B) {
+	s := NewMemoryStore(0)
+	start := time.Now().UTC()
+	if err := s.Insert(context.Background(), genEvents("w", DefaultMemoryMax, start, time.Microsecond)); err != nil {
+		b.Fatal(err)
+	}
+	const batch = 100
+	evs := genEvents("n", batch*1024, start.Add(time.Second), time.Microsecond)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		j := i % 1024 * batch
+		if i > 0 && j == 0 { // wrapped: new events, past everything held
+			b.StopTimer()
+			evs = genEvents(fmt.Sprintf("n%d-", i), len(evs), evs[len(evs)-1].At.Add(time.Second), time.Microsecond)
+			b.StartTimer()
+		}
+		if err := s.Insert(context.Background(), evs[j:j+batch]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

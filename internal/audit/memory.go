@@ -16,9 +16,15 @@ const DefaultMemoryMax = 100000
 type MemoryStore struct {
 	max int
 
-	mu     sync.RWMutex
-	events []Event             // sorted ascending by (At, ID)
-	ids    map[string]struct{} // IDs held, for replay deduplication
+	mu sync.RWMutex
+	// The events, sorted ascending by (At, ID), live in a ring: logical
+	// index i is buf[(head+i)%len(buf)], for i in [0, n). Once full, evicting
+	// the oldest is advancing head, so an insert costs O(batch), not a copy
+	// of the whole store.
+	buf     []Event
+	head, n int
+	ids     map[string]struct{} // IDs held, for replay deduplication
+	evicted []string            // scratch: IDs evicted by the current Insert
 }
 
 // NewMemoryStore returns a store holding at most max events
@@ -31,7 +37,8 @@ func NewMemoryStore(max int) *MemoryStore {
 }
 
 // Insert stores events, skipping any whose ID is already held. It never
-// fails.
+// fails. Beyond the capacity the oldest events (by At, then ID) are
+// evicted, whether they were held before or are in this batch.
 func (s *MemoryStore) Insert(_ context.Context, events []Event) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -41,26 +48,64 @@ func (s *MemoryStore) Insert(_ context.Context, events []Event) error {
 		}
 		e = normalize(e)
 		s.ids[e.ID] = struct{}{}
-		// Events arrive nearly in time order, so this is almost always an append.
-		i := len(s.events)
-		if i > 0 && !less(s.events[i-1], e) {
-			i = sort.Search(len(s.events), func(j int) bool { return less(e, s.events[j]) })
+		if s.n == s.max {
+			if !less(&s.buf[s.head], &e) {
+				// Older than everything held: it would be evicted at once.
+				s.evicted = append(s.evicted, e.ID)
+				continue
+			}
+			s.evicted = append(s.evicted, s.buf[s.head].ID)
+			s.buf[s.head] = Event{} // let the collector have its strings
+			s.head = (s.head + 1) % len(s.buf)
+			s.n--
 		}
-		s.events = append(s.events, Event{})
-		copy(s.events[i+1:], s.events[i:])
-		s.events[i] = e
+		s.insert(e)
 	}
-	if over := len(s.events) - s.max; over > 0 {
-		for _, e := range s.events[:over] {
-			delete(s.ids, e.ID)
-		}
-		s.events = append(s.events[:0:0], s.events[over:]...)
+	// An evicted ID stays in ids until the batch is done, so a duplicate
+	// later in the same batch is skipped rather than stored again.
+	for _, id := range s.evicted {
+		delete(s.ids, id)
 	}
+	clear(s.evicted)
+	s.evicted = s.evicted[:0]
 	return nil
 }
 
+// insert places e in order; the caller has made room (n < max).
+func (s *MemoryStore) insert(e Event) {
+	if s.n == len(s.buf) {
+		s.grow()
+	}
+	// Events arrive nearly in time order, so this is almost always an append.
+	i := s.n
+	if i > 0 && !less(s.at(i-1), &e) {
+		i = sort.Search(s.n, func(j int) bool { return less(&e, s.at(j)) })
+	}
+	size := len(s.buf)
+	for j := s.n; j > i; j-- {
+		s.buf[(s.head+j)%size] = s.buf[(s.head+j-1)%size]
+	}
+	s.buf[(s.head+i)%size] = e
+	s.n++
+}
+
+// grow doubles the ring (up to max), laying the events out from index 0.
+func (s *MemoryStore) grow() {
+	size := min(max(2*len(s.buf), 64), s.max)
+	buf := make([]Event, size)
+	for i := 0; i < s.n; i++ {
+		buf[i] = *s.at(i)
+	}
+	s.buf, s.head = buf, 0
+}
+
+// at returns the event at logical index i (0 is the oldest).
+func (s *MemoryStore) at(i int) *Event {
+	return &s.buf[(s.head+i)%len(s.buf)]
+}
+
 // less orders events ascending by (At, ID).
-func less(a, b Event) bool {
+func less(a, b *Event) bool {
 	if !a.At.Equal(b.At) {
 		return a.At.Before(b.At)
 	}
@@ -77,16 +122,16 @@ func (s *MemoryStore) Query(_ context.Context, f Filter) (Page, error) {
 	defer s.mu.RUnlock()
 	// Start below the cursor (or Until) so a deep page does not rescan
 	// every newer event.
-	end := len(s.events)
+	end := s.n
 	if f.Cursor != nil {
 		c := *f.Cursor
-		end = sort.Search(len(s.events), func(j int) bool { return !before(s.events[j], &c) })
+		end = sort.Search(s.n, func(j int) bool { return !before(*s.at(j), &c) })
 	} else if !f.Until.IsZero() {
-		end = sort.Search(len(s.events), func(j int) bool { return !s.events[j].At.Before(f.Until) })
+		end = sort.Search(s.n, func(j int) bool { return !s.at(j).At.Before(f.Until) })
 	}
 	var page Page
 	for i := end - 1; i >= 0; i-- {
-		e := s.events[i]
+		e := *s.at(i)
 		if !f.Since.IsZero() && e.At.Before(f.Since) {
 			break
 		}
@@ -117,7 +162,7 @@ func (s *MemoryStore) Ping(context.Context) error { return nil }
 func (s *MemoryStore) Len() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return len(s.events)
+	return s.n
 }
 
 // streamPages runs Stream on top of Query: keyset pages of MaxLimit, so
