@@ -26,6 +26,16 @@ const MaxLabelValues = 64
 // breakerStates are the values of guard_breaker_state's state label.
 var breakerStates = [...]string{"closed", "open", "half_open"}
 
+// decisionReasons are the decision and reason pairs a check can answer
+// (API.md); InitSeries creates them for every action.
+var decisionReasons = [...][2]string{
+	{"allow", "ok"}, {"allow", "allowlisted"}, {"allow", "shadow"}, {"allow", "store_unavailable"},
+	{"deny", "rate_limited"}, {"deny", "locked_out"}, {"deny", "denylisted"}, {"deny", "store_unavailable"},
+}
+
+// alertResults are the values of guard_alerts_total's result label.
+var alertResults = [...]string{"sent", "failed", "dropped"}
+
 // Metrics owns Guard's collectors and their registry. Its methods are safe
 // for concurrent use.
 type Metrics struct {
@@ -127,6 +137,29 @@ func New() *Metrics {
 	m.postgresUp.Set(1)
 	m.SetBreakerState("closed")
 	return m
+}
+
+// InitSeries creates, at 0, every labelled series Guard can produce for
+// the given actions and alert events (e.g. "redis_down"), so that each
+// metric name is in the exposition from the first scrape rather than only
+// after its first event, and rate() sees the step from 0. Both lists come
+// from the config and Guard's code, never from requests; like every label
+// value they count against MaxLabelValues.
+func (m *Metrics) InitSeries(actions, alertEvents []string) {
+	for _, a := range actions {
+		a = m.actionLabels.value(a)
+		for _, dr := range decisionReasons {
+			m.decisions.WithLabelValues(a, m.decisionLabels.value(dr[0]), m.reasonLabels.value(dr[1]))
+		}
+		m.duration.WithLabelValues(a)
+		m.degradedTotal.WithLabelValues(a)
+	}
+	for _, e := range alertEvents {
+		e = m.eventLabels.value(e)
+		for _, r := range alertResults {
+			m.alerts.WithLabelValues(e, m.resultLabels.value(r))
+		}
+	}
 }
 
 // Handler serves the registry in the Prometheus text (or negotiated)

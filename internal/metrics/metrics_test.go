@@ -115,6 +115,39 @@ func TestInitialValues(t *testing.T) {
 	}
 }
 
+func TestInitSeries(t *testing.T) {
+	m := New()
+	m.InitSeries([]string{"login", "otp_send"}, []string{"redis_down", "redis_recovered"})
+	m.ObserveDecision("login", "allow", "ok", false, time.Millisecond)
+	got := scrape(t, m)
+	tests := []struct {
+		name string
+		line string
+	}{
+		{"counted decision", `guard_decisions_total{action="login",decision="allow",reason="ok"} 1`},
+		{"decision not yet seen", `guard_decisions_total{action="login",decision="deny",reason="locked_out"} 0`},
+		{"other action", `guard_decisions_total{action="otp_send",decision="deny",reason="rate_limited"} 0`},
+		{"store failure deny", `guard_decisions_total{action="otp_send",decision="deny",reason="store_unavailable"} 0`},
+		{"latency before any decision", `guard_decision_duration_seconds_count{action="otp_send"} 0`},
+		{"degraded decisions", `guard_degraded_decisions_total{action="otp_send"} 0`},
+		{"alert sent", `guard_alerts_total{event="redis_down",result="sent"} 0`},
+		{"alert failed", `guard_alerts_total{event="redis_recovered",result="failed"} 0`},
+		{"alert dropped", `guard_alerts_total{event="redis_down",result="dropped"} 0`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !got[tt.line] {
+				t.Errorf("exposition lacks %q", tt.line)
+			}
+		})
+	}
+	for l := range got {
+		if strings.Contains(l, `decision="allow",reason="rate_limited"`) {
+			t.Errorf("impossible pair initialised: %q", l)
+		}
+	}
+}
+
 func TestLabelCardinalityBounded(t *testing.T) {
 	m := New()
 	for i := range MaxLabelValues + 50 {
