@@ -30,9 +30,16 @@ func (s *server) handleLockouts(c *gin.Context) {
 	c.JSON(http.StatusOK, sdk.LockoutsResponse{Lockouts: wireLockouts(list)})
 }
 
-// lockoutFilter builds the abuse filter from single-valued query params;
-// an identifier given empty is bad input, like an empty field in a check.
+// lockoutFilter builds the abuse filter from single-valued query params.
+// As in GET /v1/audit, a parameter given empty ("?user=", what a form with
+// an unfilled field sends) does not filter; a value that normalises to
+// nothing (" ") is still bad input, like such a field in a check.
 func lockoutFilter(q map[string]*string) (abuse.LockoutFilter, error) {
+	for k, v := range q {
+		if *v == "" {
+			delete(q, k)
+		}
+	}
 	f := abuse.LockoutFilter{Subject: abuse.Subject{User: q["user"], IP: q["ip"], Device: q["device"]}}
 	if d := q["dimension"]; d != nil {
 		if !validDimension(*d) {

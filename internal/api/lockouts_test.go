@@ -59,10 +59,51 @@ func TestLockoutsList(t *testing.T) {
 		})
 	}
 
+	// Empty values do not filter (as in the audit API); a value that
+	// normalises to nothing is still bad input.
+	for _, tt := range []struct {
+		name, query string
+		wantStatus  int
+		wantFilter  abuse.LockoutFilter
+	}{
+		{"empty user", "user=", 200, abuse.LockoutFilter{}},
+		{"every filter empty", "user=&ip=&device=&dimension=&ledger=", 200, abuse.LockoutFilter{}},
+		{"empty ip beside a user", "user=bob&ip=", 200, abuse.LockoutFilter{Subject: abuse.Subject{User: ptr("bob")}}},
+		{"blank user", "user=%20", 400, abuse.LockoutFilter{Subject: abuse.Subject{User: ptr(" ")}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got = abuse.LockoutFilter{Dimension: "unset"}
+			g := &fakeGuard{lockouts: func(_ context.Context, f abuse.LockoutFilter) ([]abuse.ActiveLockout, error) {
+				got = f
+				if f.Subject.User != nil {
+					if _, err := abuse.NormalizeUser(*f.Subject.User); err != nil {
+						return nil, err
+					}
+				}
+				return nil, nil
+			}}
+			w := call(newTestHandler(t, testConfig(), Deps{Guard: g}), "GET", "/v1/lockouts?"+tt.query, keyAdmin, "")
+			if w.Code != tt.wantStatus {
+				t.Fatalf("status = %d, want %d (%s)", w.Code, tt.wantStatus, w.Body)
+			}
+			if !sameFilter(got, tt.wantFilter) {
+				t.Errorf("filter = %+v, want %+v", got, tt.wantFilter)
+			}
+		})
+	}
+
 	empty := newTestHandler(t, testConfig(), Deps{})
 	if w := call(empty, "GET", "/v1/lockouts", keyAdmin, ""); compact(t, w.Body.String()) != `{"lockouts":[]}` {
 		t.Errorf("no lockouts = %s, want {\"lockouts\":[]}", w.Body)
 	}
+}
+
+// sameFilter compares lockout filters by value (the identifiers are
+// pointers).
+func sameFilter(a, b abuse.LockoutFilter) bool {
+	eq := func(x, y *string) bool { return x == nil && y == nil || x != nil && y != nil && *x == *y }
+	return a.Dimension == b.Dimension && a.Ledger == b.Ledger &&
+		eq(a.Subject.User, b.Subject.User) && eq(a.Subject.IP, b.Subject.IP) && eq(a.Subject.Device, b.Subject.Device)
 }
 
 func TestUnlock(t *testing.T) {
