@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -58,6 +60,7 @@ func newApp(ctx context.Context, logger *slog.Logger, cfg *Config, opts appOptio
 			a = nil
 		}
 	}()
+	a.metrics.InitSeries(slices.Sorted(maps.Keys(cfg.Policy.Actions)), alertEvents())
 	a.alerts = alert.New(logger, alert.Config{
 		WebhookURL: cfg.Alerts.WebhookURL,
 		Timeout:    cfg.Alerts.Timeout,
@@ -115,6 +118,16 @@ func newApp(ctx context.Context, logger *slog.Logger, cfg *Config, opts appOptio
 	a.background = make(chan struct{})
 	go a.runBackground(bg)
 	return a, nil
+}
+
+// alertEvents are every event the notifier can send, so guard_alerts_total
+// has its series from the start.
+func alertEvents() []string {
+	var out []string
+	for _, c := range []alert.Condition{alert.Redis, alert.Postgres, alert.Spool} {
+		out = append(out, c.DownEvent(), c.UpEvent())
+	}
+	return out
 }
 
 // trustTTL maps the config's "0 disables" onto abuse's "negative disables".

@@ -258,7 +258,14 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 	mbody, _ := io.ReadAll(mresp.Body)
 	mresp.Body.Close()
-	for _, want := range []string{`guard_decisions_total{action="login",decision="deny",reason="rate_limited"} 1`, "guard_redis_up 1"} {
+	for _, want := range []string{
+		`guard_decisions_total{action="login",decision="deny",reason="rate_limited"} 1`,
+		"guard_redis_up 1",
+		// Series that have not happened yet are there at 0 from the start.
+		`guard_decisions_total{action="login",decision="allow",reason="store_unavailable"} 0`,
+		`guard_alerts_total{event="redis_down",result="sent"} 0`,
+		`guard_alerts_total{event="postgres_recovered",result="failed"} 0`,
+	} {
 		if !bytes.Contains(mbody, []byte(want)) {
 			t.Errorf("metrics lack %q", want)
 		}
