@@ -36,7 +36,7 @@ func (g *Guard) Report(ctx context.Context, in ReportInput) (ReportOutcome, erro
 	}
 	if in.Outcome != OutcomeSuccess && in.Outcome != OutcomeFailure {
 		return ReportOutcome{}, &InputError{Code: CodeInvalidRequest, Field: "outcome",
-			Message: fmt.Sprintf("outcome %q is neither success nor failure", in.Outcome)}
+			Message: fmt.Sprintf(`outcome must be "success" or "failure", not %q`, in.Outcome)}
 	}
 	id, err := g.subject(in.Subject)
 	if err != nil {

@@ -47,15 +47,14 @@ func (s *server) decide(c *gin.Context, in abuse.CheckInput) (abuse.Decision, er
 	return d, nil
 }
 
-// checkInput validates what the API can check without the policy: an
-// action and at least one identifier are present, and an explicit cost is
-// positive (its upper bound depends on the action, which abuse checks).
+// checkInput validates what abuse cannot: an action is present and an
+// explicit cost is positive (abuse reads 0 as "not given"). Everything
+// else, the identifiers included, is left to abuse, which checks the
+// action first, so {"action": "nope"} is unknown_action whatever else is
+// missing.
 func checkInput(req sdk.CheckRequest, key string) (abuse.CheckInput, error) {
 	if req.Action == "" {
 		return abuse.CheckInput{}, badRequest("action", "action is required")
-	}
-	if req.User == nil && req.IP == nil && req.Device == nil {
-		return abuse.CheckInput{}, badRequest("", "at least one of user, ip and device is required")
 	}
 	cost := 1
 	if req.Cost != nil {
@@ -120,15 +119,10 @@ func (s *server) handleReport(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	switch {
-	case req.Action == "":
+	// abuse checks the rest in contract order: the action, the outcome,
+	// then the identifiers.
+	if req.Action == "" {
 		writeError(c, badRequest("action", "action is required"))
-		return
-	case req.Outcome != sdk.OutcomeSuccess && req.Outcome != sdk.OutcomeFailure:
-		writeError(c, badRequest("outcome", `outcome must be "success" or "failure"`))
-		return
-	case req.User == nil && req.IP == nil && req.Device == nil:
-		writeError(c, badRequest("", "at least one of user, ip and device is required"))
 		return
 	}
 	out, err := s.deps.Guard.Report(c.Request.Context(), abuse.ReportInput{

@@ -258,24 +258,40 @@ func TestIntegrationBadInput(t *testing.T) {
 	s := newStack(t)
 	tests := []struct {
 		name      string
+		path      string // default /v1/check
 		body      string
 		wantCode  string
 		wantField string
 	}{
-		{"empty user", `{"action":"login","user":"  "}`, "invalid_request", "user"},
-		{"user too long", `{"action":"login","user":"` + strings.Repeat("x", 257) + `"}`, "invalid_request", "user"},
-		{"device too long", `{"action":"login","device":"` + strings.Repeat("x", 129) + `"}`, "invalid_request", "device"},
-		{"ip zone", `{"action":"login","ip":"fe80::1%eth0"}`, "invalid_request", "ip"},
-		{"ip leading zeros", `{"action":"login","ip":"203.000.113.7"}`, "invalid_request", "ip"},
-		{"ip with spaces", `{"action":"login","ip":" 203.0.113.7"}`, "invalid_request", "ip"},
-		{"unknown action", `{"action":"launch","ip":"203.0.113.7"}`, "unknown_action", "action"},
-		{"cost above smallest limit", `{"action":"login","ip":"203.0.113.7","cost":4}`, "invalid_request", "cost"},
-		{"escaped NUL in user", `{"action":"login","user":"a\u0000"}`, "invalid_request", "user"},
-		{"lone surrogate in device", `{"action":"login","device":"\udbff"}`, "invalid_request", "device"},
+		{"empty user", "", `{"action":"login","user":"  "}`, "invalid_request", "user"},
+		{"user too long", "", `{"action":"login","user":"` + strings.Repeat("x", 257) + `"}`, "invalid_request", "user"},
+		{"device too long", "", `{"action":"login","device":"` + strings.Repeat("x", 129) + `"}`, "invalid_request", "device"},
+		{"ip zone", "", `{"action":"login","ip":"fe80::1%eth0"}`, "invalid_request", "ip"},
+		{"ip leading zeros", "", `{"action":"login","ip":"203.000.113.7"}`, "invalid_request", "ip"},
+		{"ip with spaces", "", `{"action":"login","ip":" 203.0.113.7"}`, "invalid_request", "ip"},
+		{"unknown action", "", `{"action":"launch","ip":"203.0.113.7"}`, "unknown_action", "action"},
+		{"cost above smallest limit", "", `{"action":"login","ip":"203.0.113.7","cost":4}`, "invalid_request", "cost"},
+		{"escaped NUL in user", "", `{"action":"login","user":"a\u0000"}`, "invalid_request", "user"},
+		{"lone surrogate in device", "", `{"action":"login","device":"\udbff"}`, "invalid_request", "device"},
+		// The action is checked first: an unknown one is unknown_action
+		// whatever else is missing or wrong.
+		{"unknown action, no identifiers", "", `{"action":"launch"}`, "unknown_action", "action"},
+		{"no identifiers", "", `{"action":"login"}`, "invalid_request", ""},
+		{"missing action", "", `{"user":"a"}`, "invalid_request", "action"},
+		{"report: unknown action, nothing else", "/v1/report", `{"action":"launch"}`, "unknown_action", "action"},
+		{"report: unknown action, no identifiers", "/v1/report", `{"action":"launch","outcome":"failure"}`, "unknown_action", "action"},
+		{"report: missing outcome", "/v1/report", `{"action":"login","user":"a"}`, "invalid_request", "outcome"},
+		{"report: bad outcome", "/v1/report", `{"action":"login","user":"a","outcome":"meh"}`, "invalid_request", "outcome"},
+		{"report: no identifiers", "/v1/report", `{"action":"login","outcome":"success"}`, "invalid_request", ""},
+		{"report: missing action", "/v1/report", `{"user":"a","outcome":"success"}`, "invalid_request", "action"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w := s.do(t, "POST", "/v1/check", "k-check", tt.body)
+			path := tt.path
+			if path == "" {
+				path = "/v1/check"
+			}
+			w := s.do(t, "POST", path, "k-check", tt.body)
 			var e struct {
 				Error struct{ Code, Message, Field string } `json:"error"`
 			}
