@@ -64,7 +64,6 @@ type Config struct {
 	Now func() time.Time
 }
 
-
 // Guard decides attempts. It is safe for concurrent use.
 type Guard struct {
 	log     *slog.Logger
