@@ -98,20 +98,25 @@ ensure_postgres() {
 		as_root pg_ctlcluster --skip-systemctl-redirect "$version" main start || true
 		wait_for "Postgres" pg_up
 	fi
-	# The tests connect as postgres over TCP. A fresh Debian cluster wants a
-	# password there (scram-sha-256); when trust is not configured, give the
-	# postgres role a password through the local socket (peer auth) and pass
-	# it to the tests in the URL.
+	# The tests connect over TCP. A fresh Debian cluster wants a password
+	# there (scram-sha-256); when passwordless TCP logins are refused, create
+	# (or refresh) a dedicated guard_test role with a password through the
+	# local socket (peer auth) and pass it to the tests in the URL. The
+	# postgres role is left alone.
 	if psql "$PG_ADMIN_URL" -qAtc 'select 1' >/dev/null 2>&1; then
 		return 0
 	fi
 	local password=${GUARD_TEST_PG_PASSWORD:-guard-test}
-	log "Postgres refuses passwordless TCP logins; setting the postgres role's password for the tests"
-	as_postgres psql -qAt -c "ALTER ROLE postgres PASSWORD '${password}'" >/dev/null
-	PG_ADMIN_URL="postgres://postgres:${password}@127.0.0.1:5432/postgres?sslmode=disable&connect_timeout=5"
+	log "Postgres refuses passwordless TCP logins; using a guard_test role with a password"
+	as_postgres psql -qAt -v ON_ERROR_STOP=1 -v pw="$password" >/dev/null <<'SQL'
+SELECT format('CREATE ROLE guard_test LOGIN CREATEDB PASSWORD %L', :'pw')
+ WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'guard_test') \gexec
+SELECT format('ALTER ROLE guard_test LOGIN CREATEDB PASSWORD %L', :'pw') \gexec
+SQL
+	PG_ADMIN_URL="postgres://guard_test:${password}@127.0.0.1:5432/postgres?sslmode=disable&connect_timeout=5"
 	export GUARD_TEST_DATABASE_URL=$PG_ADMIN_URL
 	if ! psql "$PG_ADMIN_URL" -qAtc 'select 1' >/dev/null 2>&1; then
-		log "cannot connect to Postgres as postgres over TCP; set GUARD_TEST_DATABASE_URL"
+		log "cannot connect to Postgres over TCP as guard_test; set GUARD_TEST_DATABASE_URL"
 		return 1
 	fi
 }
