@@ -61,6 +61,18 @@ func BenchmarkAuditThroughput(b *testing.B) {
 		}
 		report(b, start)
 	})
+	b.Run("store_insert_fresh", func(b *testing.B) {
+		s := testPGStore(b, PGConfig{})
+		evs := rows(b)
+		b.ResetTimer()
+		start := time.Now()
+		for i := 0; i < len(evs); i += batch {
+			if err := s.InsertFresh(ctx, evs[i:min(i+batch, len(evs))]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		report(b, start)
+	})
 	b.Run("writer", func(b *testing.B) {
 		s := testPGStore(b, PGConfig{})
 		evs := rows(b)

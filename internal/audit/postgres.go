@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -40,6 +42,10 @@ type PGStore struct {
 	cfg    PGConfig
 
 	defaultRows atomic.Int64
+	// Batches written by each path, for tests and the benchmark's notes.
+	directBatches   atomic.Int64 // InsertFresh's plain COPY succeeded
+	dedupBatches    atomic.Int64 // Insert's staging + ON CONFLICT path ran
+	directConflicts atomic.Int64 // InsertFresh's COPY hit a stored event and fell back
 }
 
 // NewPGStore returns a store over pool, whose database must be migrated
@@ -105,12 +111,15 @@ func clean(s string) string {
 // Insert writes events in one transaction: COPY into a per-connection
 // temporary staging table, then one INSERT ... SELECT ... ON CONFLICT DO
 // NOTHING into audit_events. COPY alone would fail the whole batch on one
-// duplicate; the staging step keeps COPY's speed and makes a replayed batch
-// (same id, same at) a no-op. On error nothing of the batch is written.
+// duplicate; the staging step makes a replayed batch (same id, same at) a
+// no-op, at roughly 0.6-0.8x the speed of a plain COPY. On error nothing of
+// the batch is written. InsertFresh is the faster choice for events that
+// were never written before.
 func (s *PGStore) Insert(ctx context.Context, events []Event) error {
 	if len(events) == 0 {
 		return nil
 	}
+	s.dedupBatches.Add(1)
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("audit insert: begin: %w", err)
@@ -122,16 +131,7 @@ func (s *PGStore) Insert(ctx context.Context, events []Event) error {
 		(LIKE audit_events INCLUDING DEFAULTS) ON COMMIT DELETE ROWS`); err != nil {
 		return fmt.Errorf("audit insert: staging table: %w", err)
 	}
-	i := 0
-	src := pgx.CopyFromFunc(func() ([]any, error) {
-		if i == len(events) {
-			return nil, nil
-		}
-		e := normalize(events[i])
-		i++
-		return eventRow(e), nil
-	})
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"audit_events_staging"}, eventColumns, src); err != nil {
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"audit_events_staging"}, eventColumns, rowSource(events)); err != nil {
 		return fmt.Errorf("audit insert: copy: %w", err)
 	}
 	cols := strings.Join(eventColumns, ", ")
@@ -143,6 +143,52 @@ func (s *PGStore) Insert(ctx context.Context, events []Event) error {
 		return fmt.Errorf("audit insert: commit: %w", err)
 	}
 	return nil
+}
+
+// InsertFresh writes events none of which is expected to be stored yet,
+// such as the Writer's batches of newly recorded events, at the speed of a
+// plain COPY. It keeps Insert's contract all the same: it runs one COPY
+// straight into audit_events, which the primary key (at, id) makes fail as
+// a whole, writing nothing, when an event is already stored (or repeated
+// in the batch); the batch then goes through Insert's deduplicating path.
+// On any other error nothing of the batch is written, unless the error
+// left the outcome unknown (a timeout or a lost connection after the
+// server received the whole COPY), in which case a retry must use Insert.
+func (s *PGStore) InsertFresh(ctx context.Context, events []Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	_, err := s.pool.CopyFrom(ctx, pgx.Identifier{"audit_events"}, eventColumns, rowSource(events))
+	if err == nil {
+		s.directBatches.Add(1)
+		return nil
+	}
+	if !uniqueViolation(err) {
+		return fmt.Errorf("audit insert: copy: %w", err)
+	}
+	s.directConflicts.Add(1)
+	s.logger.Debug("audit batch holds an event already stored; writing it deduplicated", "events", len(events))
+	return s.Insert(ctx, events)
+}
+
+// rowSource feeds events to COPY in eventColumns' order.
+func rowSource(events []Event) pgx.CopyFromSource {
+	i := 0
+	return pgx.CopyFromFunc(func() ([]any, error) {
+		if i == len(events) {
+			return nil, nil
+		}
+		e := normalize(events[i])
+		i++
+		return eventRow(e), nil
+	})
+}
+
+// uniqueViolation reports whether Postgres refused a write because a row
+// with the same key exists (SQLSTATE 23505).
+func uniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
 }
 
 // Query returns one page of matching events, newest first (ties by ID
