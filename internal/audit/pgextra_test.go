@@ -183,6 +183,11 @@ func TestWriterReplaysCrashedSpoolIntoPostgres(t *testing.T) {
 	w := newTestWriter(t, WriterConfig{SpoolDir: dir, FlushInterval: 10 * time.Millisecond}, store, WriterHooks{})
 	waitFor(t, "spool replayed", func() bool { return w.Backlog() == 0 })
 	assertExactlyOnce(t, store.pool, evs)
+	// A previous run's records may be stored: replayed through dedup, never
+	// a fast COPY that meets them.
+	if got := store.pathCounts(); got.conflicts != 0 || got.direct != 0 {
+		t.Errorf("got paths %+v, want the replay deduplicated", got)
+	}
 }
 
 // assertExactlyOnce checks that audit_events holds exactly evs, each once.

@@ -3,7 +3,6 @@ package audit
 import (
 	"bufio"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -24,6 +23,13 @@ import (
 // front in order; once every record has been written to the store the file
 // is truncated to zero. Replaying a prefix twice (a crash mid-replay) is
 // harmless because stores skip ids they hold.
+//
+// Most records were never offered to the store (spooled while it was down,
+// or because the queue overflowed), so their replay may take the store's
+// fast path for fresh events. Records that may already be stored sit below
+// dupEnd: everything a previous run left (it may have crashed mid-replay),
+// a batch whose write failed with an unknown outcome, and a replayed range
+// whose write failed; their replay takes the deduplicating path.
 
 const (
 	spoolFileName   = "audit.spool"
@@ -46,6 +52,7 @@ type spool struct {
 	size    int64 // file size including what bw buffers
 	readOff int64 // offset of the first record not yet in the store
 	pending int   // records from readOff to size
+	dupEnd  int64 // records before this offset may already be in the store
 	dirty   bool  // appended since the last fsync
 }
 
@@ -75,8 +82,9 @@ func openSpool(dir string, maxBytes int64) (*spool, error) {
 			return nil, fmt.Errorf("cut torn spool tail: %w", err)
 		}
 	}
+	// A previous run may have stored any of its records before it stopped.
 	return &spool{path: path, maxBytes: maxBytes, f: f, bw: bufio.NewWriterSize(f, 64<<10),
-		size: end, pending: n}, nil
+		size: end, pending: n, dupEnd: end}, nil
 }
 
 // scanSpool returns the offset after the last intact record and the number
@@ -133,10 +141,25 @@ func readRecord(r *bufio.Reader) ([]byte, int64, error) {
 // append adds events in order and returns how many it added; it stops with
 // errSpoolFull at the size bound. Data is buffered; sync makes it durable.
 func (s *spool) append(events []Event) (int, error) {
+	return s.add(events, false)
+}
+
+// appendMaybeStored is append for events that may already be in the store
+// (their write failed with an unknown outcome): their replay deduplicates.
+func (s *spool) appendMaybeStored(events []Event) (int, error) {
+	return s.add(events, true)
+}
+
+func (s *spool) add(events []Event, maybeStored bool) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if maybeStored {
+		defer func() { s.dupEnd = s.size }()
+	}
 	for i, e := range events {
-		p, err := json.Marshal(e)
+		// MarshalJSON directly: json.Marshal(e) would produce the same bytes
+		// after validating and compacting them once more.
+		p, err := e.MarshalJSON()
 		if err != nil {
 			return i, fmt.Errorf("encode spool record: %w", err)
 		}
@@ -179,16 +202,42 @@ func (s *spool) sync() error {
 	return nil
 }
 
+// spoolBatch is what read returns: events from the front of the
+// unreplayed records.
+type spoolBatch struct {
+	events  []Event
+	next    int64 // offset after the batch's records
+	records int   // records read, undecodable ones included
+	// fresh says no record of the batch can be in the store already.
+	fresh bool
+}
+
 // read returns up to max events from the front of the unreplayed records,
 // the offset after them and how many records that was; the records stay
 // pending until commit.
 func (s *spool) read(max int) ([]Event, int64, int, error) {
+	b, err := s.readAt(s.front(), max)
+	return b.events, b.next, b.records, err
+}
+
+// front returns the offset of the first record not yet committed.
+func (s *spool) front() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.readOff
+}
+
+// readAt returns up to max events from the records starting at off, a
+// record boundary at or after front (so a replay can read the next batch
+// while the previous one is being written).
+func (s *spool) readAt(off int64, max int) (spoolBatch, error) {
 	s.mu.Lock()
 	err := s.bw.Flush()
-	off, end := s.readOff, s.size
+	end := s.size
+	fresh := off >= s.dupEnd
 	s.mu.Unlock()
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("flush spool: %w", err)
+		return spoolBatch{}, fmt.Errorf("flush spool: %w", err)
 	}
 	r := bufio.NewReaderSize(io.NewSectionReader(s.f, off, end-off), 64<<10)
 	var out []Event
@@ -196,17 +245,25 @@ func (s *spool) read(max int) ([]Event, int64, int, error) {
 	for len(out) < max && off < end {
 		p, size, err := readRecord(r)
 		if err != nil {
-			return nil, 0, 0, fmt.Errorf("read spool at %d: %w", off, err)
+			return spoolBatch{}, fmt.Errorf("read spool at %d: %w", off, err)
 		}
 		off += size
 		records++
 		var e Event
-		if err := json.Unmarshal(p, &e); err != nil {
+		if err := e.UnmarshalJSON(p); err != nil {
 			continue // intact checksum but undecodable: skip it rather than wedge replay
 		}
 		out = append(out, e)
 	}
-	return out, off, records, nil
+	return spoolBatch{events: out, next: off, records: records, fresh: fresh}, nil
+}
+
+// maybeStored marks the records before next as possibly in the store: a
+// write of them failed with an unknown outcome.
+func (s *spool) maybeStored(next int64) {
+	s.mu.Lock()
+	s.dupEnd = max(s.dupEnd, next)
+	s.mu.Unlock()
 }
 
 // commit marks the records before next as stored; when that is all of
@@ -226,7 +283,7 @@ func (s *spool) commit(next int64, records int) (int, error) {
 	if err := s.f.Truncate(0); err != nil {
 		return s.pending, fmt.Errorf("truncate spool: %w", err)
 	}
-	s.size, s.readOff, s.pending = 0, 0, 0
+	s.size, s.readOff, s.pending, s.dupEnd = 0, 0, 0, 0
 	return 0, nil
 }
 

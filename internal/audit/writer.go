@@ -31,6 +31,11 @@ type WriterConfig struct {
 	SpoolMaxBytes int64
 	// InsertTimeout bounds one store write. Default 5s.
 	InsertTimeout time.Duration
+	// MaxInFlight is how many batches of newly recorded events may be
+	// written at once, each on its own connection: with 2, the next
+	// batch's COPY overlaps the previous one's round trip and commit.
+	// Spool replays write one batch at a time. Default 2.
+	MaxInFlight int
 	// RetryInterval is how often a down store is probed. Default 1s.
 	RetryInterval time.Duration
 	// Now is the clock for state-change times. Default time.Now.
@@ -70,16 +75,20 @@ var ErrWriterClosed = errors.New("audit writer closed")
 
 // Writer moves events from the decision path to the Store without ever
 // making the decision path wait: Record enqueues, one goroutine batches
-// (BatchSize or FlushInterval, whichever first) and writes; while the store
-// is down, batches go to the spool file and are replayed in order when it
-// is back.
+// (BatchSize or FlushInterval, whichever first) and writes, up to
+// MaxInFlight batches at once; while the store is down, batches go to the
+// spool file and are replayed in order when it is back. Batches of newly
+// recorded events take the store's fast path (PGStore.InsertFresh, a plain
+// COPY); whatever may already be stored (a retry after a write whose
+// outcome is unknown, what a previous run spooled) goes through Insert,
+// which skips stored events, so no event is ever stored twice.
 //
 // Durability: an event is durable once it is in the store or the spool has
 // been fsynced. A crash therefore loses at most what was Recorded in the
 // last FlushInterval plus the batch being written (with the store up:
-// events not yet written; with the store down: spool records not yet
-// fsynced, also at most one FlushInterval old), plus any queue backlog if
-// the writer had fallen behind. Close loses nothing.
+// events not yet written, up to MaxInFlight batches; with the store down:
+// spool records not yet fsynced, also at most one FlushInterval old), plus
+// any queue backlog if the writer had fallen behind. Close loses nothing.
 type Writer struct {
 	logger *slog.Logger
 	cfg    WriterConfig
@@ -100,8 +109,11 @@ type Writer struct {
 	dropped   atomic.Uint64
 	up        atomic.Bool
 	spoolFull atomic.Bool
-	downSince time.Time // writer goroutine only
-	lastProbe time.Time // writer goroutine only
+	downSince time.Time   // writer goroutine only
+	lastProbe time.Time   // writer goroutine only
+	inflight  []*inflight // writes in flight, oldest first; writer goroutine only
+	free      [][]Event   // batch arrays to reuse; writer goroutine only
+	upEpoch   uint64      // how often the store came back; writer goroutine only
 }
 
 // NewWriter validates cfg, opens the spool (replaying what a previous run
@@ -129,6 +141,9 @@ func NewWriter(logger *slog.Logger, cfg WriterConfig, store Store, hooks WriterH
 	}
 	if cfg.RetryInterval <= 0 {
 		cfg.RetryInterval = time.Second
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = 2
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -262,6 +277,7 @@ func (w *Writer) markUp() {
 	if w.up.Swap(true) {
 		return
 	}
+	w.upEpoch++
 	now := w.cfg.Now()
 	w.logger.Info("audit store reachable again", "down_for", now.Sub(w.downSince).String())
 	if w.hooks.OnStoreState != nil {

@@ -9,25 +9,71 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// run is the writer goroutine: the only one that writes to the store,
-// replays or fsyncs the spool.
+// freshInserter is a Store with a faster write for events that cannot be
+// stored yet (PGStore.InsertFresh: a plain COPY). It keeps Insert's
+// contract, falling back to deduplication when an event is stored after
+// all, so the writer choosing it wrongly costs time, never a duplicate.
+type freshInserter interface {
+	InsertFresh(ctx context.Context, events []Event) error
+}
+
+// Why an event could reach the store twice, and how each case is written:
+//
+//   - A batch of newly recorded events, never offered to the store: fresh
+//     (InsertFresh).
+//   - A batch whose write failed with an error that leaves its outcome
+//     unknown (timeout, lost connection, Close's deadline): it may be
+//     stored. Retried without a spool, or spooled and replayed, it goes
+//     through Insert (deduplicating).
+//   - Spool records a previous run left: it may have stored them before a
+//     crash or while its last write timed out. Replayed through Insert.
+//   - Spool records spooled by this run without being offered to the store
+//     (the store was down, or the queue overflowed): replayed fresh, unless
+//     a replay of them failed, which makes them maybe-stored.
+//   - The same event recorded twice, or an ID reused: the fresh COPY fails
+//     with a unique violation and PGStore.InsertFresh writes the batch again
+//     through Insert.
+
+// inflight is a batch being written by its own goroutine.
+type inflight struct {
+	batch []Event
+	done  chan writeResult // buffered: the goroutine never waits for the loop
+	epoch uint64           // Writer.upEpoch when the write started
+}
+
+// writeResult is what one batch's write did. Counters and hooks are
+// applied on the writer goroutine.
+type writeResult struct {
+	written  int   // events stored (or found already stored)
+	rejected int   // events the store refused as bad data, dropped
+	err      error // the store failed: the whole batch's outcome is unknown
+}
+
+// run is the writer goroutine: the only one that starts store writes,
+// replays or fsyncs the spool, and applies write results.
 func (w *Writer) run() {
 	defer close(w.done)
 	ticker := time.NewTicker(w.cfg.FlushInterval)
 	defer ticker.Stop()
-	batch := make([]Event, 0, w.cfg.BatchSize)
+	batch := w.newBatch()
 	for {
+		var oldest chan writeResult
+		if len(w.inflight) > 0 {
+			oldest = w.inflight[0].done
+		}
 		select {
 		case e := <-w.q:
 			batch = append(batch, e)
 			if len(batch) >= w.cfg.BatchSize {
 				w.flush(batch)
-				batch = batch[:0]
+				batch = w.newBatch()
 			}
+		case r := <-oldest:
+			w.complete(r)
 		case <-ticker.C:
 			if len(batch) > 0 {
 				w.flush(batch)
-				batch = batch[:0]
+				batch = w.newBatch()
 			}
 			w.tick()
 		case <-w.stop:
@@ -37,26 +83,78 @@ func (w *Writer) run() {
 	}
 }
 
-// flush writes one batch: to the store, or to the spool while the store is
-// down or older events still wait in the spool (so the store receives them
-// in order).
+// newBatch returns an empty batch, reusing the array of a finished one.
+func (w *Writer) newBatch() []Event {
+	if n := len(w.free); n > 0 {
+		b := w.free[n-1]
+		w.free = w.free[:n-1]
+		return b
+	}
+	return make([]Event, 0, w.cfg.BatchSize)
+}
+
+// release hands a finished batch's array back for reuse.
+func (w *Writer) release(batch []Event) {
+	clear(batch) // drop the strings for the collector
+	w.free = append(w.free, batch[:0])
+}
+
+// flush sends one batch of newly recorded events on its way: to the store
+// as a write in flight (at most MaxInFlight of them, so the next batch's
+// COPY overlaps the previous one's round trip and commit), or to the spool
+// while the store is down or older events still wait there.
 func (w *Writer) flush(batch []Event) {
-	// Whatever happens below, the batch leaves the queue's count: written,
-	// spooled (counted there) or dropped (counted as such).
-	defer w.queued.Add(-int64(len(batch)))
+	for len(w.inflight) >= w.cfg.MaxInFlight {
+		w.complete(<-w.inflight[0].done)
+	}
 	if w.spool != nil {
 		if pending, _ := w.spool.stats(); pending > 0 || !w.up.Load() {
-			w.toSpool(batch)
+			// Batches in flight first: a failed one is spooled ahead of
+			// this one, so the spool keeps the order events were recorded.
+			w.drain()
+			w.toSpool(batch, false)
+			w.queued.Add(-int64(len(batch)))
+			w.release(batch)
 			return
 		}
 	}
-	err := w.insert(batch)
-	if err == nil {
+	f := &inflight{batch: batch, done: make(chan writeResult, 1), epoch: w.upEpoch}
+	w.inflight = append(w.inflight, f)
+	go func() { f.done <- w.write(batch, true) }()
+}
+
+// drain waits for every write in flight and applies its result.
+func (w *Writer) drain() {
+	for len(w.inflight) > 0 {
+		w.complete(<-w.inflight[0].done)
+	}
+}
+
+// complete applies the result of the oldest write in flight. A failed
+// batch may be stored in part or whole (the error does not say), so it is
+// spooled as maybe-stored, or, without a spool, retried through the
+// deduplicating path while new events wait in the queue.
+func (w *Writer) complete(r writeResult) {
+	f := w.inflight[0]
+	w.inflight[0] = nil
+	w.inflight = w.inflight[1:]
+	// Whatever happens below, the batch leaves the queue's count: written,
+	// spooled (counted there) or dropped (counted as such).
+	defer func() {
+		w.queued.Add(-int64(len(f.batch)))
+		w.release(f.batch)
+	}()
+	if r.err == nil {
+		w.applied(r)
 		return
 	}
-	w.markDown(err)
+	if f.epoch == w.upEpoch {
+		// Otherwise the write started before the store came back: its
+		// failure belongs to an outage already reported and over.
+		w.markDown(r.err)
+	}
 	if w.spool != nil {
-		w.toSpool(batch)
+		w.toSpool(f.batch, true)
 		return
 	}
 	// No spool: hold this batch and retry; meanwhile new events wait in the
@@ -64,56 +162,65 @@ func (w *Writer) flush(batch []Event) {
 	for {
 		select {
 		case <-w.ctx.Done():
-			w.drop(len(batch), "store down at shutdown")
-			w.closeErr = errors.Join(w.closeErr, fmt.Errorf("audit writer: %d events dropped: store unreachable: %w", len(batch), err))
+			w.drop(len(f.batch), "store down at shutdown")
+			w.closeErr = errors.Join(w.closeErr, fmt.Errorf("audit writer: %d events dropped: store unreachable: %w", len(f.batch), r.err))
 			return
 		case <-time.After(w.cfg.RetryInterval):
 		}
-		if err = w.insert(batch); err == nil {
+		if r = w.write(f.batch, false); r.err == nil {
+			w.applied(r)
 			return
 		}
 	}
 }
 
-// insert writes events to the store with a timeout. Events the store
-// rejects as bad data (not an outage) are isolated and dropped, so one
-// poisoned event can never wedge the writer or the spool.
-func (w *Writer) insert(events []Event) error {
-	err := w.insertOnce(events)
-	if err == nil {
-		w.markUp()
-		w.written.Add(uint64(len(events)))
+// applied counts a successful write and reports the store up.
+func (w *Writer) applied(r writeResult) {
+	w.markUp()
+	if r.written > 0 {
+		w.written.Add(uint64(r.written))
 		if w.hooks.OnWritten != nil {
-			w.hooks.OnWritten(len(events))
+			w.hooks.OnWritten(r.written)
 		}
-		return nil
 	}
-	if !rejectedData(err) {
-		return err
-	}
-	w.markUp() // the server answered
-	ok := 0
-	for _, e := range events {
-		if err := w.insertOnce([]Event{e}); err != nil {
-			if !rejectedData(err) {
-				return err
-			}
-			w.logger.Error("audit event rejected by the store; dropped", "id", e.ID, "err", err)
-			w.drop(1, "rejected by store")
-			continue
-		}
-		ok++
-	}
-	w.written.Add(uint64(ok))
-	if w.hooks.OnWritten != nil && ok > 0 {
-		w.hooks.OnWritten(ok)
-	}
-	return nil
+	w.drop(r.rejected, "rejected by store")
 }
 
-func (w *Writer) insertOnce(events []Event) error {
+// write stores events with a timeout, through the fast path when fresh.
+// Events the store rejects as bad data (not an outage) are isolated and
+// dropped, so one poisoned event can never wedge the writer or the spool.
+// It may run on its own goroutine: it touches no writer state.
+func (w *Writer) write(events []Event, fresh bool) writeResult {
+	err := w.insertOnce(events, fresh)
+	if err == nil {
+		return writeResult{written: len(events)}
+	}
+	if !rejectedData(err) {
+		return writeResult{err: err}
+	}
+	// A rejected batch wrote nothing; the single writes deduplicate anyway,
+	// as the store may have taken the batch through a path that did.
+	var r writeResult
+	for _, e := range events {
+		if err := w.insertOnce([]Event{e}, false); err != nil {
+			if !rejectedData(err) {
+				return writeResult{err: err}
+			}
+			w.logger.Error("audit event rejected by the store; dropped", "id", e.ID, "err", err)
+			r.rejected++
+			continue
+		}
+		r.written++
+	}
+	return r
+}
+
+func (w *Writer) insertOnce(events []Event, fresh bool) error {
 	ctx, cancel := context.WithTimeout(w.ctx, w.cfg.InsertTimeout)
 	defer cancel()
+	if fi, ok := w.store.(freshInserter); ok && fresh {
+		return fi.InsertFresh(ctx, events)
+	}
 	return w.store.Insert(ctx, events)
 }
 
@@ -127,8 +234,12 @@ func rejectedData(err error) bool {
 	return len(pe.Code) == 5 && (pe.Code[:2] == "22" || pe.Code[:2] == "23")
 }
 
-func (w *Writer) toSpool(batch []Event) {
-	n, err := w.spool.append(batch)
+func (w *Writer) toSpool(batch []Event, maybeStored bool) {
+	add := w.spool.append
+	if maybeStored {
+		add = w.spool.appendMaybeStored
+	}
+	n, err := add(batch)
 	if err != nil {
 		w.spoolError(err)
 		w.drop(len(batch)-n, "spool")
@@ -164,38 +275,76 @@ func (w *Writer) tick() {
 	w.replay(w.cfg.Now().Add(w.cfg.FlushInterval))
 }
 
-// replay writes spooled events to the store in order, batch by batch, until
-// the spool is empty, the store fails, or the deadline passes.
+// replay writes spooled events to the store until the spool is empty, the
+// store fails, or the deadline passes. Up to MaxInFlight batches are
+// written at once (the next one read and decoded meanwhile), and records
+// leave the spool strictly in order: a batch is committed only after every
+// batch before it. Writes of new events in flight finish first, so one
+// that fails is spooled before the replay reads.
 func (w *Writer) replay(deadline time.Time) {
+	w.drain()
+	type job struct {
+		b    spoolBatch
+		done chan writeResult
+	}
+	var jobs []job
+	off := w.spool.front()
+	reading, failed := true, false
+	launched := 0
 	for {
-		events, next, records, err := w.spool.read(w.cfg.BatchSize)
-		if err != nil {
-			w.logger.Error("audit spool read failed", "err", err)
-			return
-		}
-		if records == 0 {
-			return
-		}
-		if len(events) > 0 {
-			if err := w.insert(events); err != nil {
-				w.markDown(err)
-				return
+		for reading && !failed && len(jobs) < w.cfg.MaxInFlight &&
+			(launched == 0 || !w.cfg.Now().After(deadline)) {
+			b, err := w.spool.readAt(off, w.cfg.BatchSize)
+			if err != nil {
+				w.logger.Error("audit spool read failed", "err", err)
+				reading = false
+				break
 			}
+			if b.records == 0 {
+				reading = false
+				break
+			}
+			off = b.next
+			j := job{b: b, done: make(chan writeResult, 1)}
+			if len(b.events) > 0 {
+				go func() { j.done <- w.write(b.events, b.fresh) }()
+			} else {
+				j.done <- writeResult{} // only undecodable records: nothing to write
+			}
+			jobs = append(jobs, j)
+			launched++
 		}
-		pending, err := w.spool.commit(next, records)
-		if err != nil {
-			w.logger.Error("audit spool truncate failed", "err", err)
+		if len(jobs) == 0 {
 			return
+		}
+		j := jobs[0]
+		jobs = jobs[1:]
+		r := <-j.done
+		if failed {
+			// An earlier batch failed, so this one stays spooled even if it
+			// was written; it is counted when replayed again.
+			continue
+		}
+		if r.err != nil {
+			failed = true
+			// Every batch read so far may be in the store now.
+			w.spool.maybeStored(off)
+			w.markDown(r.err)
+			continue
+		}
+		w.applied(r)
+		pending, err := w.spool.commit(j.b.next, j.b.records)
+		if err != nil {
+			failed = true
+			w.spool.maybeStored(off)
+			w.logger.Error("audit spool truncate failed", "err", err)
+			continue
 		}
 		if pending == 0 {
 			w.logger.Info("audit spool replayed")
 			if w.spoolFull.Swap(false) && w.hooks.OnSpoolFull != nil {
 				w.hooks.OnSpoolFull(false)
 			}
-			return
-		}
-		if w.cfg.Now().After(deadline) {
-			return
 		}
 	}
 }
@@ -209,7 +358,7 @@ func (w *Writer) finish(batch []Event) {
 			batch = append(batch, e)
 			if len(batch) >= w.cfg.BatchSize {
 				w.flush(batch)
-				batch = batch[:0]
+				batch = w.newBatch()
 			}
 			continue
 		default:
@@ -219,6 +368,7 @@ func (w *Writer) finish(batch []Event) {
 	if len(batch) > 0 {
 		w.flush(batch)
 	}
+	w.drain()
 	if w.spool == nil {
 		return
 	}

@@ -1,0 +1,275 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Newly recorded events reach Postgres through the plain COPY, never the
+// staging table.
+func TestWriterFreshBatchesTakeDirectCopy(t *testing.T) {
+	s := testPGStore(t, PGConfig{})
+	w := newTestWriter(t, WriterConfig{BatchSize: 100, FlushInterval: 10 * time.Millisecond,
+		SpoolDir: t.TempDir()}, s, WriterHooks{})
+	evs := genEvents("d", 1050, time.Now().UTC().Add(-time.Minute), time.Millisecond)
+	for _, e := range evs {
+		w.Record(e)
+	}
+	if err := w.Close(context.Background()); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	got := s.pathCounts()
+	if got.direct < 11 || got.dedup != 0 || got.conflicts != 0 {
+		t.Errorf("got paths %+v, want at least 11 direct batches and no dedup", got)
+	}
+	if st := w.Stats(); st.Written != uint64(len(evs)) || st.Dropped != 0 {
+		t.Errorf("got written %d dropped %d, want %d and 0", st.Written, st.Dropped, len(evs))
+	}
+	assertExactlyOnce(t, s.pool, evs)
+}
+
+// An event recorded again after it was stored makes its batch's COPY fail
+// with a unique violation; the batch is written through dedup, and every
+// event is stored once.
+func TestWriterRecordedTwiceFallsBackToDedup(t *testing.T) {
+	s := testPGStore(t, PGConfig{})
+	w := newTestWriter(t, WriterConfig{BatchSize: 10, FlushInterval: 10 * time.Millisecond}, s, WriterHooks{})
+	evs := genEvents("t", 30, time.Now().UTC().Add(-time.Minute), time.Millisecond)
+	for _, e := range evs[:10] {
+		w.Record(e)
+	}
+	waitFor(t, "first batch written", func() bool { return w.Stats().Written == 10 })
+	for _, e := range evs[10:20] {
+		w.Record(e)
+	}
+	w.Record(evs[4]) // again, in the next batch
+	for _, e := range evs[20:] {
+		w.Record(e)
+	}
+	if err := w.Close(context.Background()); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if got := s.pathCounts(); got.conflicts != 1 || got.dedup != 1 {
+		t.Errorf("got paths %+v, want one conflict written through dedup", got)
+	}
+	assertExactlyOnce(t, s.pool, evs)
+}
+
+// faultyPG is the real PGStore with injected faults: while down, writes
+// and pings fail without reaching Postgres; loseAcks makes the next fast
+// writes succeed in Postgres and then report an error, as when the
+// connection drops between the commit and its acknowledgement. It records
+// which path offered each event.
+type faultyPG struct {
+	*PGStore
+	down     atomic.Bool
+	loseAcks atomic.Int32
+
+	mu     sync.Mutex
+	fresh  map[string]int  // InsertFresh calls that held the id, successful or not
+	dedup  map[string]int  // Insert calls that held the id
+	failed map[string]bool // ids of writes that returned an error
+	lost   map[string]bool // ids of writes that stored them and returned an error
+}
+
+func newFaultyPG(s *PGStore) *faultyPG {
+	return &faultyPG{PGStore: s, fresh: map[string]int{}, dedup: map[string]int{},
+		failed: map[string]bool{}, lost: map[string]bool{}}
+}
+
+var errLostAck = errors.New("connection lost after commit (test fault)")
+
+func (f *faultyPG) note(m map[string]int, events []Event) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range events {
+		m[e.ID]++
+	}
+}
+
+func (f *faultyPG) mark(m map[string]bool, events []Event) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range events {
+		m[e.ID] = true
+	}
+}
+
+func (f *faultyPG) Insert(ctx context.Context, events []Event) error {
+	if f.down.Load() {
+		f.mark(f.failed, events)
+		return errOutage
+	}
+	f.note(f.dedup, events)
+	return f.PGStore.Insert(ctx, events)
+}
+
+func (f *faultyPG) InsertFresh(ctx context.Context, events []Event) error {
+	if f.down.Load() {
+		f.mark(f.failed, events)
+		return errOutage
+	}
+	f.note(f.fresh, events)
+	if err := f.PGStore.InsertFresh(ctx, events); err != nil {
+		return err
+	}
+	if f.loseAcks.Add(-1) >= 0 {
+		f.mark(f.failed, events)
+		f.mark(f.lost, events)
+		return errLostAck
+	}
+	return nil
+}
+
+func (f *faultyPG) Ping(ctx context.Context) error {
+	if f.down.Load() {
+		return errOutage
+	}
+	return f.PGStore.Ping(ctx)
+}
+
+// A write whose outcome is unknown may have stored its events: every later
+// write of them must deduplicate. Exactly once either way; and no fast
+// COPY ever meets an event already stored (no conflict), which is what
+// shows the writer chose the dedup path by itself. Events never in a
+// failed write still take the fast path, replayed from the spool or not.
+func TestWriterExactlyOnceAfterUnknownOutcome(t *testing.T) {
+	tests := []struct {
+		name  string
+		spool bool
+		// outage spools the events first, so the lost write is a replay.
+		outage bool
+	}{
+		{"live batch retried without spool", false, false},
+		{"live batch spooled and replayed", true, false},
+		{"spool replay whose write was lost", true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pg := testPGStore(t, PGConfig{})
+			s := newFaultyPG(pg)
+			cfg := WriterConfig{BatchSize: 10, FlushInterval: 10 * time.Millisecond, RetryInterval: 30 * time.Millisecond}
+			if tt.spool {
+				cfg.SpoolDir = t.TempDir()
+			}
+			if tt.outage {
+				s.down.Store(true)
+			} else {
+				s.loseAcks.Store(1)
+			}
+			w := newTestWriter(t, cfg, s, WriterHooks{})
+			evs := genEvents("u", 60, time.Now().UTC().Add(-time.Minute), time.Millisecond)
+			for _, e := range evs {
+				w.Record(e)
+			}
+			if tt.outage {
+				waitFor(t, "events spooled", func() bool { return w.Stats().SpoolEvents == len(evs) })
+				s.loseAcks.Store(1)
+				s.down.Store(false)
+			}
+			waitFor(t, "everything written", func() bool { return w.Backlog() == 0 && w.PostgresUp() })
+			if err := w.Close(context.Background()); err != nil {
+				t.Fatalf("close: %v", err)
+			}
+			assertExactlyOnce(t, pg.pool, evs)
+			if got := pg.pathCounts(); got.conflicts != 0 {
+				t.Errorf("got %d fast writes meeting stored events, want 0 (retries must deduplicate)", got.conflicts)
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if len(s.lost) == 0 {
+				t.Fatalf("no write was lost; the test did not inject its fault")
+			}
+			for id := range s.lost {
+				if s.dedup[id] == 0 {
+					t.Errorf("event %s: written again %d times through dedup, want at least once", id, s.dedup[id])
+				}
+			}
+			for _, e := range evs {
+				if !s.failed[e.ID] && s.fresh[e.ID] == 0 {
+					t.Errorf("event %s never offered to the fast path, want it fresh", e.ID)
+				}
+			}
+		})
+	}
+}
+
+// Which spooled records may already be stored: what a previous run left,
+// what was spooled after a write with an unknown outcome, and a replayed
+// range whose write failed. Everything else replays fresh.
+func TestSpoolFreshness(t *testing.T) {
+	evs := genEvents("s", 4, time.Now().UTC(), time.Millisecond)
+	tests := []struct {
+		name string
+		// setup acts on a spool opened on an empty dir; reopen reopens it
+		// before reading, as a new process would.
+		setup  func(t *testing.T, sp *spool)
+		reopen bool
+		want   []bool // fresh, per batch of 2 read from the front
+	}{
+		{"spooled by this run", func(t *testing.T, sp *spool) { sp.append(evs) }, false, []bool{true, true}},
+		{"left by a previous run", func(t *testing.T, sp *spool) { sp.append(evs) }, true, []bool{false, false}},
+		{"after an unknown outcome", func(t *testing.T, sp *spool) {
+			sp.appendMaybeStored(evs[:2])
+			sp.append(evs[2:])
+		}, false, []bool{false, true}},
+		{"a failed replay", func(t *testing.T, sp *spool) {
+			sp.append(evs)
+			b, err := sp.readAt(sp.front(), 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sp.maybeStored(b.next)
+		}, false, []bool{false, true}},
+		{"fresh again once emptied", func(t *testing.T, sp *spool) {
+			sp.appendMaybeStored(evs[:2])
+			b, err := sp.readAt(sp.front(), 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := sp.commit(b.next, b.records); err != nil {
+				t.Fatal(err)
+			}
+			sp.append(evs)
+		}, false, []bool{true, true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			sp, err := openSpool(dir, 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.setup(t, sp)
+			if tt.reopen {
+				if err := sp.close(); err != nil {
+					t.Fatal(err)
+				}
+				if sp, err = openSpool(dir, 1<<20); err != nil {
+					t.Fatal(err)
+				}
+			}
+			defer sp.close()
+			var got []bool
+			for off := sp.front(); ; {
+				b, err := sp.readAt(off, 2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if b.records == 0 {
+					break
+				}
+				got = append(got, b.fresh)
+				off = b.next
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("got fresh %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
