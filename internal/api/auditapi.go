@@ -159,7 +159,7 @@ func (s *server) auditFilter(c *gin.Context) (audit.Filter, error) {
 		dst  *time.Time
 	}{{"since", &f.Since}, {"until", &f.Until}} {
 		if v := get(t.name); v != "" {
-			at, err := time.Parse(time.RFC3339, v)
+			at, err := parseQueryTime(v)
 			if err != nil {
 				return f, badRequest(t.name, t.name+" must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
 			}
@@ -180,6 +180,20 @@ func (s *server) auditFilter(c *gin.Context) (audit.Filter, error) {
 		}
 	}
 	return f, nil
+}
+
+// parseQueryTime parses an RFC 3339 time from a query string. A numeric
+// offset's "+" arrives as a space when the caller did not percent-encode
+// it (?since=2026-01-02T15:04:05+01:00, as typed in a shell); an RFC 3339
+// time never holds a space, so that one reading is unambiguous.
+func parseQueryTime(v string) (time.Time, error) {
+	at, err := time.Parse(time.RFC3339, v)
+	if err != nil && strings.Contains(v, " ") {
+		if at2, err2 := time.Parse(time.RFC3339, strings.ReplaceAll(v, " ", "+")); err2 == nil {
+			return at2, nil
+		}
+	}
+	return at, err
 }
 
 // inputError keeps an *abuse.InputError from a normaliser and turns any

@@ -72,6 +72,8 @@ func TestAuditQuery(t *testing.T) {
 		{"decision and reason", "decision=deny&reason=rate_limited&limit=1", "ev1009"},
 		{"kind admin", "kind=admin", "adm1"},
 		{"since inclusive, until exclusive", "since=2026-03-01T12:00:02Z&until=2026-03-01T12:00:04Z", "ev1003,ev1002"},
+		{"numeric offsets", "since=2026-03-01T13:00:02%2B01:00&until=2026-03-01T07:00:04-05:00", "ev1003,ev1002"},
+		{"offset + not percent-encoded", "since=2026-03-01T13:00:02+01:00&until=2026-03-01T13:00:04+01:00", "ev1003,ev1002"},
 		{"action", "action=unlock", "adm1"},
 		{"empty values do not filter", "user=&ip=&limit=", "ev1009,ev1008,ev1007,ev1006,ev1005,ev1004,ev1003,ev1002,ev1001,ev1000,adm1"},
 		{"nothing", "user=carol", ""},
