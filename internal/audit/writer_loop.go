@@ -148,9 +148,10 @@ func (w *Writer) complete(r writeResult) {
 		w.applied(r)
 		return
 	}
-	if f.epoch == w.upEpoch {
-		// Otherwise the write started before the store came back: its
-		// failure belongs to an outage already reported and over.
+	stale := f.epoch != w.upEpoch
+	if !stale {
+		// A stale write started before the store came back: its failure
+		// belongs to an outage already reported and over.
 		w.markDown(r.err)
 	}
 	if w.spool != nil {
@@ -159,13 +160,15 @@ func (w *Writer) complete(r writeResult) {
 	}
 	// No spool: hold this batch and retry; meanwhile new events wait in the
 	// queue, and only what overflows it is dropped (newest lost, oldest kept).
-	for {
-		select {
-		case <-w.ctx.Done():
-			w.drop(len(f.batch), "store down at shutdown")
-			w.closeErr = errors.Join(w.closeErr, fmt.Errorf("audit writer: %d events dropped: store unreachable: %w", len(f.batch), r.err))
-			return
-		case <-time.After(w.cfg.RetryInterval):
+	for wait := !stale; ; wait = true {
+		if wait {
+			select {
+			case <-w.ctx.Done():
+				w.drop(len(f.batch), "store down at shutdown")
+				w.closeErr = errors.Join(w.closeErr, fmt.Errorf("audit writer: %d events dropped: store unreachable: %w", len(f.batch), r.err))
+				return
+			case <-time.After(w.cfg.RetryInterval):
+			}
 		}
 		if r = w.write(f.batch, false); r.err == nil {
 			w.applied(r)
@@ -309,7 +312,7 @@ func (w *Writer) replay(deadline time.Time) {
 			if len(b.events) > 0 {
 				go func() { j.done <- w.write(b.events, b.fresh) }()
 			} else {
-				j.done <- writeResult{} // only undecodable records: nothing to write
+				j.done <- writeResult{} // only undecodable records: nothing to write, just commit
 			}
 			jobs = append(jobs, j)
 			launched++
@@ -332,7 +335,9 @@ func (w *Writer) replay(deadline time.Time) {
 			w.markDown(r.err)
 			continue
 		}
-		w.applied(r)
+		if len(j.b.events) > 0 {
+			w.applied(r)
+		}
 		pending, err := w.spool.commit(j.b.next, j.b.records)
 		if err != nil {
 			failed = true

@@ -273,3 +273,31 @@ func TestSpoolFreshness(t *testing.T) {
 		})
 	}
 }
+
+// Two batches in flight fail in one outage; once the first one's retry
+// succeeds, the second one's old failure must not report the store down
+// again (an alert flapping), and its retry need not wait.
+func TestWriterStaleFailureDoesNotFlap(t *testing.T) {
+	s := newFlakyStore()
+	s.down.Store(true)
+	var mu sync.Mutex
+	var states []bool
+	w := newTestWriter(t, WriterConfig{BatchSize: 10, FlushInterval: time.Hour, RetryInterval: 50 * time.Millisecond},
+		s, WriterHooks{OnStoreState: func(up bool, _ time.Time, _ error) {
+			mu.Lock()
+			states = append(states, up)
+			mu.Unlock()
+		}})
+	evs := genEvents("st", 20, time.Now(), time.Millisecond)
+	for _, e := range evs {
+		w.Record(e)
+	}
+	waitFor(t, "both batches failed", func() bool { return s.fails.Load() >= 2 })
+	s.down.Store(false)
+	waitFor(t, "both batches written", func() bool { return s.Len() == len(evs) && w.Backlog() == 0 })
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []bool{false, true}; !slices.Equal(states, want) {
+		t.Errorf("got store states %v, want %v", states, want)
+	}
+}

@@ -19,6 +19,7 @@ import (
 type flakyStore struct {
 	*MemoryStore
 	down    atomic.Bool
+	fails   atomic.Int64 // Insert calls refused while down
 	mu      sync.Mutex
 	batches []int
 	inserts map[string]int // successful inserts per id, duplicates included
@@ -32,6 +33,7 @@ func newFlakyStore() *flakyStore {
 
 func (s *flakyStore) Insert(ctx context.Context, events []Event) error {
 	if s.down.Load() {
+		s.fails.Add(1)
 		return errOutage
 	}
 	s.mu.Lock()
