@@ -11,16 +11,23 @@ var defaultLadder = []time.Duration{
 }
 
 // DefaultDecay is how long a key must stay quiet (no strikes) before its
-// lockout level returns to 0, when an action's lockout does not say.
-const DefaultDecay = 24 * time.Hour
+// lockout level returns to 0, when an action's lockout does not say. Decay
+// counts from the last strike, so it is three times the default ladder's
+// top step: a lockout of the top step ends with the level still at the top,
+// and a persistent attacker stays at 24h lockouts instead of starting the
+// ladder again at 1 minute.
+const DefaultDecay = 72 * time.Hour
 
 // DefaultPolicy returns the built-in policy, used when the config file has no
 // actions. Its numbers follow published guidance:
 //
 //   - NIST SP 800-63B §5.2.2 (rate limiting): a verifier limits consecutive
 //     failed authentication attempts on one account to at most 100. login
-//     strikes at 50 failures of one user in 24h, well inside that bound,
-//     and the ladder then slows guessing to a trickle.
+//     strikes at 50 failures of one user in 24h and the ladder then slows
+//     guessing to about 50 failures a day per account at its top step.
+//     Guard never locks an account for good: past the ladder, permanent
+//     measures (a reset, a second factor) are the auth service's call, so
+//     it should act on repeated top-level lockouts (see the audit trail).
 //   - Twilio Verify: at most 5 verification sends to one destination per 10
 //     minutes, and 5 check attempts per verification. otp_send allows 5 sends
 //     per user in 10 minutes; otp_verify strikes at 5 failed checks of one
