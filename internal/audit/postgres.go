@@ -112,9 +112,9 @@ func clean(s string) string {
 // temporary staging table, then one INSERT ... SELECT ... ON CONFLICT DO
 // NOTHING into audit_events. COPY alone would fail the whole batch on one
 // duplicate; the staging step makes a replayed batch (same id, same at) a
-// no-op, at roughly 0.6-0.8x the speed of a plain COPY. On error nothing of
-// the batch is written. InsertFresh is the faster choice for events that
-// were never written before.
+// no-op, at about 0.8x the speed of a plain COPY (docs/performance.md). On
+// error nothing of the batch is written. InsertFresh is the faster choice
+// for events that were never written before.
 func (s *PGStore) Insert(ctx context.Context, events []Event) error {
 	if len(events) == 0 {
 		return nil
