@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"testing"
 	"time"
@@ -156,26 +157,46 @@ func BenchmarkRecord(b *testing.B) {
 
 // BenchmarkMemoryStoreInsertFull is a writer batch of 100 events into a
 // MemoryStore at its default capacity (100k events), where every insert
-// evicts as many as it adds. One op is one batch.
+// evicts as many as it adds. One op is one batch. "out of order" shuffles
+// the events in windows of 500, as decisions of one millisecond from many
+// goroutines arrive: each lands up to a few batches behind the newest.
 func BenchmarkMemoryStoreInsertFull(b *testing.B) {
-	s := NewMemoryStore(0)
-	start := time.Now().UTC()
-	if err := s.Insert(context.Background(), genEvents("w", DefaultMemoryMax, start, time.Microsecond)); err != nil {
-		b.Fatal(err)
-	}
-	const batch = 100
-	evs := genEvents("n", batch*1024, start.Add(time.Second), time.Microsecond)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		j := i % 1024 * batch
-		if i > 0 && j == 0 { // wrapped: new events, past everything held
-			b.StopTimer()
-			evs = genEvents(fmt.Sprintf("n%d-", i), len(evs), evs[len(evs)-1].At.Add(time.Second), time.Microsecond)
-			b.StartTimer()
-		}
-		if err := s.Insert(context.Background(), evs[j:j+batch]); err != nil {
-			b.Fatal(err)
-		}
+	for _, tc := range []struct {
+		name    string
+		shuffle bool
+	}{{"in order", false}, {"out of order", true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			s := NewMemoryStore(0)
+			start := time.Now().UTC()
+			if err := s.Insert(context.Background(), genEvents("w", DefaultMemoryMax, start, time.Microsecond)); err != nil {
+				b.Fatal(err)
+			}
+			const batch = 100
+			gen := func(prefix string, from time.Time) []Event {
+				evs := genEvents(prefix, batch*1000, from, time.Microsecond)
+				if tc.shuffle {
+					rng := rand.New(rand.NewPCG(1, 2))
+					for w := 0; w < len(evs); w += 500 {
+						win := evs[w:min(w+500, len(evs))]
+						rng.Shuffle(len(win), func(i, j int) { win[i], win[j] = win[j], win[i] })
+					}
+				}
+				return evs
+			}
+			evs := gen("n", start.Add(time.Second))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				j := i % 1000 * batch
+				if i > 0 && j == 0 { // used up: new events, past everything held
+					b.StopTimer()
+					evs = gen(fmt.Sprintf("n%d-", i), start.Add(time.Duration(i)*time.Second))
+					b.StartTimer()
+				}
+				if err := s.Insert(context.Background(), evs[j:j+batch]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

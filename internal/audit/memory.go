@@ -2,7 +2,9 @@ package audit
 
 import (
 	"context"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -24,6 +26,8 @@ type MemoryStore struct {
 	buf     []Event
 	head, n int
 	ids     map[string]struct{} // IDs held, for replay deduplication
+	add     []Event             // scratch: the batch's new events, sorted
+	merged  []Event             // scratch: add merged with the held events after add[0]
 	evicted []string            // scratch: IDs evicted by the current Insert
 }
 
@@ -39,27 +43,59 @@ func NewMemoryStore(max int) *MemoryStore {
 // Insert stores events, skipping any whose ID is already held. It never
 // fails. Beyond the capacity the oldest events (by At, then ID) are
 // evicted, whether they were held before or are in this batch.
+//
+// Events arrive nearly, not exactly, in order (decisions of one
+// millisecond from many goroutines), so the batch is sorted and merged
+// with only the held events that sort after its oldest: O(batch + that
+// tail), never a shift per event or a copy of the whole store.
 func (s *MemoryStore) Insert(_ context.Context, events []Event) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	add := s.add[:0]
 	for _, e := range events {
 		if _, dup := s.ids[e.ID]; dup {
 			continue
 		}
-		e = normalize(e)
 		s.ids[e.ID] = struct{}{}
-		if s.n == s.max {
-			if !less(&s.buf[s.head], &e) {
-				// Older than everything held: it would be evicted at once.
-				s.evicted = append(s.evicted, e.ID)
-				continue
-			}
-			s.evicted = append(s.evicted, s.buf[s.head].ID)
-			s.buf[s.head] = Event{} // let the collector have its strings
-			s.head = (s.head + 1) % len(s.buf)
-			s.n--
+		add = append(add, normalize(e))
+	}
+	if len(add) > 0 {
+		if !slices.IsSortedFunc(add, compareEvents) {
+			slices.SortFunc(add, compareEvents)
 		}
-		s.insert(e)
+		in := add
+		if p := sort.Search(s.n, func(j int) bool { return less(&add[0], s.at(j)) }); p < s.n {
+			m := s.merged[:0]
+			for i, j := p, 0; i < s.n || j < len(add); {
+				if j == len(add) || i < s.n && less(s.at(i), &add[j]) {
+					m = append(m, *s.at(i))
+					i++
+				} else {
+					m = append(m, add[j])
+					j++
+				}
+			}
+			s.n = p // the tail is rewritten from m
+			s.merged, in = m, m
+		}
+		// Beyond capacity the oldest go: first held events (all older than
+		// in), then in's own oldest.
+		if over := s.n + len(in) - s.max; over > 0 {
+			fromHeld := min(over, s.n)
+			for range fromHeld {
+				s.evicted = append(s.evicted, s.buf[s.head].ID)
+				s.buf[s.head] = Event{} // let the collector have its strings
+				s.head = (s.head + 1) % len(s.buf)
+			}
+			s.n -= fromHeld
+			for _, e := range in[:over-fromHeld] {
+				s.evicted = append(s.evicted, e.ID)
+			}
+			in = in[over-fromHeld:]
+		}
+		for i := range in {
+			s.push(&in[i])
+		}
 	}
 	// An evicted ID stays in ids until the batch is done, so a duplicate
 	// later in the same batch is skipped rather than stored again.
@@ -68,24 +104,27 @@ func (s *MemoryStore) Insert(_ context.Context, events []Event) error {
 	}
 	clear(s.evicted)
 	s.evicted = s.evicted[:0]
+	s.add = reuse(add)
+	s.merged = reuse(s.merged)
 	return nil
 }
 
-// insert places e in order; the caller has made room (n < max).
-func (s *MemoryStore) insert(e Event) {
+// reuse empties a scratch slice for the next Insert, keeping its array
+// unless a rare large batch made it big.
+func reuse(b []Event) []Event {
+	if cap(b) > 4096 {
+		return nil
+	}
+	clear(b)
+	return b[:0]
+}
+
+// push appends e after the newest event; the caller has made room.
+func (s *MemoryStore) push(e *Event) {
 	if s.n == len(s.buf) {
 		s.grow()
 	}
-	// Events arrive nearly in time order, so this is almost always an append.
-	i := s.n
-	if i > 0 && !less(s.at(i-1), &e) {
-		i = sort.Search(s.n, func(j int) bool { return less(&e, s.at(j)) })
-	}
-	size := len(s.buf)
-	for j := s.n; j > i; j-- {
-		s.buf[(s.head+j)%size] = s.buf[(s.head+j-1)%size]
-	}
-	s.buf[(s.head+i)%size] = e
+	s.buf[(s.head+s.n)%len(s.buf)] = *e
 	s.n++
 }
 
@@ -110,6 +149,13 @@ func less(a, b *Event) bool {
 		return a.At.Before(b.At)
 	}
 	return a.ID < b.ID
+}
+
+func compareEvents(a, b Event) int {
+	if c := a.At.Compare(b.At); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ID, b.ID)
 }
 
 // Query returns one page of matching events, newest first.
