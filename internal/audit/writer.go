@@ -85,8 +85,8 @@ var ErrWriterClosed = errors.New("audit writer closed")
 //
 // Durability: an event is durable once it is in the store or the spool has
 // been fsynced. A crash therefore loses at most what was Recorded in the
-// last FlushInterval plus the batch being written (with the store up:
-// events not yet written, up to MaxInFlight batches; with the store down:
+// last FlushInterval plus the batches being written (with the store up:
+// up to MaxInFlight batches not yet committed; with the store down:
 // spool records not yet fsynced, also at most one FlushInterval old), plus
 // any queue backlog if the writer had fallen behind. Close loses nothing.
 type Writer struct {
