@@ -426,6 +426,19 @@ func (g *Guard) AuditUser(raw string) (string, error) {
 	return g.keys.hash(&id, dimUser), nil
 }
 
+// AuditIP returns, when Pseudonymize is on, the keyed hash that audit
+// events store for the IP address raw, with hashed true; with hashed false
+// events keep real addresses, to be filtered by address or CIDR. Errors as
+// ParseIP.
+func (g *Guard) AuditIP(raw string) (value string, hashed bool, err error) {
+	a, err := ParseIP(raw)
+	if err != nil || !g.cfg.Pseudonymize {
+		return "", false, err
+	}
+	id := identity{ip: a, hasIP: true}
+	return g.keys.sum(&id, dimAddr), true, nil
+}
+
 // AuditDevice returns the value audit events store for a device identifier
 // (as given, or its keyed hash with Pseudonymize). Errors as NormalizeDevice.
 func (g *Guard) AuditDevice(raw string) (string, error) {

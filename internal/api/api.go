@@ -42,6 +42,12 @@ type auditIdentifiers interface {
 	AuditDevice(raw string) (string, error)
 }
 
+// auditAddresses is implemented by *abuse.Guard: with pseudonymised audit
+// events an IP filter must match the address's keyed hash.
+type auditAddresses interface {
+	AuditIP(raw string) (value string, hashed bool, err error)
+}
+
 // AuditReader is what the API needs of an audit.Store.
 type AuditReader interface {
 	// Query returns one page, newest first.

@@ -3,6 +3,7 @@ package api
 import (
 	"mime"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -141,6 +142,19 @@ func (s *server) auditFilter(c *gin.Context) (audit.Filter, error) {
 	if v := get("ip"); v != "" {
 		if f.IP, err = prefixOf(v); err != nil {
 			return f, badRequest("ip", "ip must be an IPv4 or IPv6 address or CIDR without zone")
+		}
+		if aa, ok := s.deps.Guard.(auditAddresses); ok {
+			// Pseudonymised events hold a keyed hash of the address: an
+			// address still matches (by its hash), a range cannot.
+			hashed, isHash, err := aa.AuditIP(f.IP.Addr().String())
+			switch {
+			case err != nil:
+				return f, badRequest("ip", "ip must be an IPv4 or IPv6 address or CIDR without zone")
+			case isHash && !f.IP.IsSingleIP():
+				return f, badRequest("ip", "audit.pseudonymize is on: events keep hashed addresses, so ip takes a single address, not a CIDR range")
+			case isHash:
+				f.IP, f.IPText = netip.Prefix{}, hashed
+			}
 		}
 	}
 	f.Action, f.Reason = get("action"), get("reason")

@@ -46,7 +46,7 @@ type stack struct {
 	store  *audit.MemoryStore
 }
 
-func newStack(t *testing.T) *stack {
+func newStack(t *testing.T, mods ...func(*abuse.Config)) *stack {
 	t.Helper()
 	clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	lim := limits.NewMemory(limits.MemoryConfig{Now: clk.Now})
@@ -67,9 +67,13 @@ func newStack(t *testing.T) *stack {
 			Lockout:  abuse.Lockout{Ladder: []time.Duration{time.Minute, 5 * time.Minute}, Decay: time.Hour, Ledger: "auth"},
 		},
 	}, Deny: abuse.List{Users: []string{"mallory"}}}
-	g, err := abuse.New(slog.New(slog.DiscardHandler), abuse.Config{
+	cfg := abuse.Config{
 		Policy: policy, KeySecret: []byte("0123456789abcdef-test"), Instance: "guard-test", Now: clk.Now,
-	}, lim, w, st)
+	}
+	for _, m := range mods {
+		m(&cfg)
+	}
+	g, err := abuse.New(slog.New(slog.DiscardHandler), cfg, lim, w, st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,5 +346,68 @@ func TestIntegrationForwardAuth(t *testing.T) {
 	}
 	if w := fwd("203.0.113.50:1", "198.51.100.9"); w.Code != 429 {
 		t.Errorf("spoofing peer = %d, want 429 (its own address is limited)", w.Code)
+	}
+}
+
+// TestIntegrationPseudonymizedAuditFilters: with audit.pseudonymize events
+// hold keyed hashes, and the audit filters still find them by the raw
+// identifiers (normalised the same way), while a CIDR range, which no hash
+// can match, is a clear 400 rather than a silently empty answer.
+func TestIntegrationPseudonymizedAuditFilters(t *testing.T) {
+	s := newStack(t, func(c *abuse.Config) { c.Pseudonymize = true })
+	w := s.do(t, "POST", "/v1/check", "k-check", `{"action":"login","user":"Alice@Example.COM","ip":"203.0.113.7","device":"d-1"}`)
+	if w.Code != 200 {
+		t.Fatalf("check: status %d %s", w.Code, w.Body)
+	}
+	s.settle(t)
+	tests := []struct {
+		name      string
+		query     string
+		wantCode  int
+		wantCount int
+		wantField string
+	}{
+		{"address", "ip=203.0.113.7", 200, 1, ""},
+		{"ipv4-mapped address", "ip=::ffff:203.0.113.7", 200, 1, ""},
+		{"other address", "ip=203.0.113.8", 200, 0, ""},
+		{"user normalised then hashed", "user=alice@example.com", 200, 1, ""},
+		{"device hashed", "device=d-1", 200, 1, ""},
+		{"all three", "user=ALICE@example.com&ip=203.0.113.7&device=d-1", 200, 1, ""},
+		{"cidr range", "ip=203.0.113.0/24", 400, 0, "ip"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := s.do(t, "GET", "/v1/audit?"+tt.query, "k-admin", "")
+			if w.Code != tt.wantCode {
+				t.Fatalf("status = %d (%s); want %d", w.Code, w.Body, tt.wantCode)
+			}
+			if tt.wantCode != 200 {
+				var e struct {
+					Error struct{ Code, Message, Field string } `json:"error"`
+				}
+				decodeStrictly(t, w, &e)
+				if e.Error.Field != tt.wantField {
+					t.Errorf("field = %q; want %q", e.Error.Field, tt.wantField)
+				}
+				return
+			}
+			var page struct {
+				Events []struct {
+					User, IP, Device string
+				} `json:"events"`
+				NextCursor *string `json:"next_cursor"`
+			}
+			if err := json.NewDecoder(w.Body).Decode(&page); err != nil {
+				t.Fatal(err)
+			}
+			if len(page.Events) != tt.wantCount {
+				t.Fatalf("events = %d; want %d", len(page.Events), tt.wantCount)
+			}
+			for _, e := range page.Events {
+				if e.IP == "203.0.113.7" || strings.Contains(e.User, "alice") || e.Device == "d-1" {
+					t.Errorf("event keeps a raw identifier: %+v", e)
+				}
+			}
+		})
 	}
 }

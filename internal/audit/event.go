@@ -67,6 +67,9 @@ type Event struct {
 type Filter struct {
 	User     string
 	IP       netip.Prefix // a single address is a /32 or /128 prefix
+	// IPText matches the stored IP text exactly: how pseudonymised events
+	// (whose IP is a keyed hash, not an address) are found by address.
+	IPText string
 	Device   string
 	Action   string
 	Decision string

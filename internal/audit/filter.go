@@ -40,6 +40,7 @@ func matches(f Filter, e Event) bool {
 	switch {
 	case f.User != "" && e.User != f.User,
 		f.Device != "" && e.Device != f.Device,
+		f.IPText != "" && e.IP != f.IPText,
 		f.Action != "" && e.Action != f.Action,
 		f.Decision != "" && e.Decision != f.Decision,
 		f.Reason != "" && e.Reason != f.Reason,

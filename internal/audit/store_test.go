@@ -79,6 +79,8 @@ func testFilters(t *testing.T, s Store) {
 		{"ipv6 cidr", Filter{IP: netip.MustParsePrefix("2001:db8::/32")}, []string{"e3"}},
 		{"ip nothing", Filter{IP: netip.MustParsePrefix("192.0.2.0/24")}, nil},
 		{"device", Filter{Device: "d1"}, []string{"e3", "e8", "e1"}},
+		{"ip text (pseudonymised)", Filter{IPText: "h:9f86d081884c7d65"}, []string{"e7"}},
+		{"ip text is exact", Filter{IPText: "203.0.113"}, nil},
 		{"action", Filter{Action: "login"}, []string{"e7", "e4", "e2", "e8", "e1"}},
 		{"decision", Filter{Decision: "deny"}, []string{"e3", "e2"}},
 		{"reason", Filter{Reason: "allowlisted"}, []string{"e6"}},
