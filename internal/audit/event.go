@@ -65,11 +65,11 @@ type Event struct {
 // Filter selects events; zero fields do not filter. All filters combine
 // with AND. Identifiers must already be normalised the way events store them.
 type Filter struct {
-	User     string
-	IP       netip.Prefix // a single address is a /32 or /128 prefix
+	User string
+	IP   netip.Prefix // a single address is a /32 or /128 prefix
 	// IPText matches the stored IP text exactly: how pseudonymised events
 	// (whose IP is a keyed hash, not an address) are found by address.
-	IPText string
+	IPText   string
 	Device   string
 	Action   string
 	Decision string
