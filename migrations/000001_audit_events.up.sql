@@ -8,8 +8,9 @@
 --
 -- A unique index on a partitioned table must contain the partition key, so
 -- the primary key is (at, id). Replays stay idempotent because an event's id
--- is deterministic and its "at" never changes between replays: the writer
--- copies each batch into a temporary staging table and runs
+-- is deterministic and its "at" never changes between replays: fresh batches
+-- are a plain COPY (a unique violation sends the batch to the dedup path),
+-- and replays and retries copy into a temporary staging table and run
 -- INSERT ... SELECT ... ON CONFLICT DO NOTHING.
 CREATE TABLE audit_events (
     at             timestamptz NOT NULL,
