@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -325,4 +326,40 @@ func TestConcurrentChecksNeverExceedTheLimit(t *testing.T) {
 			t.Errorf("%d of 100 concurrent attempts allowed; want exactly 10", got)
 		}
 	})
+}
+
+// TestSortLimits pins the order of Decision.Limits, which the API relays in
+// the body and both RateLimit headers: least remaining first, then latest
+// reset, ties in config order.
+func TestSortLimits(t *testing.T) {
+	tests := []struct {
+		name string
+		in   []LimitState
+		want []string
+	}{
+		{"least remaining first", []LimitState{
+			{Rule: "user", Remaining: 29, Reset: 900 * time.Second},
+			{Rule: "ip", Remaining: 0, Reset: 42 * time.Second},
+		}, []string{"ip", "user"}},
+		{"equal remaining: latest reset first", []LimitState{
+			{Rule: "a", Remaining: 3, Reset: 10 * time.Second},
+			{Rule: "b", Remaining: 3, Reset: 20 * time.Second},
+		}, []string{"b", "a"}},
+		{"full ties keep config order", []LimitState{
+			{Rule: "first", Remaining: 5, Reset: time.Second},
+			{Rule: "second", Remaining: 5, Reset: time.Second},
+		}, []string{"first", "second"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sortLimits(tt.in)
+			var got []string
+			for _, l := range tt.in {
+				got = append(got, l.Rule)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("order = %v; want %v", got, tt.want)
+			}
+		})
+	}
 }

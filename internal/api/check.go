@@ -89,7 +89,7 @@ func checkResponse(d abuse.Decision) sdk.CheckResponse {
 			r.RetryAfterMs = 1000
 		}
 	}
-	for _, l := range sortedLimits(d.Limits) {
+	for _, l := range d.Limits {
 		r.Limits = append(r.Limits, sdk.Limit{
 			Rule:      l.Rule,
 			Dimension: l.Dimension,
@@ -143,7 +143,7 @@ func (s *server) handleReport(c *gin.Context) {
 // rule, most restrictive first, same order in both; only when rules were
 // evaluated) and Retry-After on denials that will end.
 func setDecisionHeaders(h http.Header, d abuse.Decision, cost int) {
-	limits := sortedLimits(d.Limits)
+	limits := d.Limits // abuse orders them most restrictive first
 	if len(limits) > 0 {
 		policy := make([]string, len(limits))
 		state := make([]string, len(limits))

@@ -1,29 +1,9 @@
 package api
 
 import (
-	"sort"
 	"strings"
 	"time"
-
-	"github.com/guardhq/guard/internal/abuse"
 )
-
-// sortedLimits returns the limits most restrictive first: least remaining,
-// then latest reset, then by rule name so the order is deterministic.
-func sortedLimits(in []abuse.LimitState) []abuse.LimitState {
-	out := append([]abuse.LimitState(nil), in...)
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Remaining != b.Remaining {
-			return a.Remaining < b.Remaining
-		}
-		if a.Reset != b.Reset {
-			return a.Reset > b.Reset
-		}
-		return false
-	})
-	return out
-}
 
 // ceilMillis is d in whole milliseconds, rounded up; never negative.
 func ceilMillis(d time.Duration) int64 {
