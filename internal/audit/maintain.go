@@ -41,8 +41,9 @@ func partitionName(t time.Time) string {
 // found in the default partition into partitions of their own days, and
 // drops every partition that ends before now-Retention (and default rows
 // that old). It runs in one transaction under an advisory lock, so several
-// Guard instances may call it at once. Run it at start and hourly
-// (RunMaintenance).
+// Guard instances may call it at once, and holds off inserts (not reads)
+// while it runs, so a row landing in the default partition meanwhile never
+// fails it. Run it at start and hourly (RunMaintenance).
 func (s *PGStore) Maintain(ctx context.Context, now time.Time) (MaintenanceReport, error) {
 	var rep MaintenanceReport
 	now = now.UTC()
@@ -56,6 +57,13 @@ func (s *PGStore) Maintain(ctx context.Context, now time.Time) (MaintenanceRepor
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('guard audit maintenance'))`); err != nil {
 		return rep, fmt.Errorf("audit maintain: lock: %w", err)
+	}
+	// Hold off inserts (reads go on) until commit: a row committed into the
+	// default partition after the count below would make Postgres refuse
+	// the partition of its day, failing the whole run. The lock waits for
+	// writes in progress, and inserts wait the few milliseconds a run takes.
+	if _, err := tx.Exec(ctx, `LOCK TABLE audit_events IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+		return rep, fmt.Errorf("audit maintain: lock table: %w", err)
 	}
 	if err := tx.QueryRow(ctx, `SELECT count(*) FROM audit_events_default`).Scan(&rep.DefaultRows); err != nil {
 		return rep, fmt.Errorf("audit maintain: count default: %w", err)

@@ -1,0 +1,65 @@
+package audit
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// An event written while Maintain runs, for a day that has no partition
+// yet (a fresh database, or maintenance that did not run for days), lands
+// in the default partition. Maintain must still create that day's
+// partition and re-home the row, rather than fail (Postgres refuses a
+// partition whose range the default partition holds rows of) and leave
+// the day in the default partition until the next run, an hour later.
+func TestMaintainWithConcurrentInsertIntoDefault(t *testing.T) {
+	ctx := context.Background()
+	// A retention that drops nothing the other tests created.
+	s := NewPGStore(discardLogger(), testPool(t), PGConfig{Retention: 1_000_000 * time.Hour, PartitionsAhead: 1})
+	day := time.Date(2034, 6, 15, 0, 0, 0, 0, time.UTC)
+	for i := -1; i <= 1; i++ {
+		if _, err := s.pool.Exec(ctx, `DROP TABLE IF EXISTS `+partitionName(day.AddDate(0, 0, i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Another instance's insert into the default partition, not yet
+	// committed when Maintain starts.
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	late := Event{ID: "late-1", At: day.Add(10 * time.Hour), Kind: KindCheck}
+	if _, err := tx.Exec(ctx, `INSERT INTO audit_events (at, id, kind) VALUES ($1, $2, $3)`, late.At, late.ID, late.Kind); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		rep MaintenanceReport
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := s.Maintain(ctx, day.Add(12*time.Hour))
+		done <- result{rep, err}
+	}()
+	// Let Maintain get as far as it can before the insert commits.
+	select {
+	case r := <-done:
+		t.Fatalf("maintain finished (%+v, %v) while an insert into the partitioned table was open", r.rep, r.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("maintain with a concurrent insert into the default partition: %v", r.err)
+	}
+	var where string
+	if err := s.pool.QueryRow(ctx, `SELECT tableoid::regclass::text FROM audit_events WHERE id = $1`, late.ID).Scan(&where); err != nil {
+		t.Fatal(err)
+	}
+	if want := partitionName(day); where != want {
+		t.Errorf("got the event in %s, want %s", where, want)
+	}
+}
