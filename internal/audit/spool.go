@@ -39,6 +39,10 @@ const (
 
 var (
 	errSpoolFull = errors.New("audit spool full")
+	// errRecordTooLarge refuses an event whose record would exceed
+	// maxSpoolRecord: written, it could never be read back, and the file
+	// would be cut there on the next open.
+	errRecordTooLarge = errors.New("audit event too large for the spool")
 	crcTable     = crc32.MakeTable(crc32.Castagnoli)
 )
 
@@ -139,7 +143,10 @@ func readRecord(r *bufio.Reader) ([]byte, int64, error) {
 }
 
 // append adds events in order and returns how many it added; it stops with
-// errSpoolFull at the size bound. Data is buffered; sync makes it durable.
+// errSpoolFull at the size bound. An event whose record would exceed
+// maxSpoolRecord is skipped (the others are added) and reported with
+// errRecordTooLarge.
+// Data is buffered; sync makes it durable.
 func (s *spool) append(events []Event) (int, error) {
 	return s.add(events, false)
 }
@@ -156,30 +163,37 @@ func (s *spool) add(events []Event, maybeStored bool) (int, error) {
 	if maybeStored {
 		defer func() { s.dupEnd = s.size }()
 	}
-	for i, e := range events {
+	added := 0
+	var skipped error
+	for _, e := range events {
 		// MarshalJSON directly: json.Marshal(e) would produce the same bytes
 		// after validating and compacting them once more.
 		p, err := e.MarshalJSON()
 		if err != nil {
-			return i, fmt.Errorf("encode spool record: %w", err)
+			return added, errors.Join(skipped, fmt.Errorf("encode spool record: %w", err))
+		}
+		if len(p) > maxSpoolRecord {
+			skipped = errors.Join(skipped, fmt.Errorf("%w: event %q is %d bytes, at most %d", errRecordTooLarge, e.ID, len(p), maxSpoolRecord))
+			continue
 		}
 		if s.size+int64(spoolHeaderSize+len(p)) > s.maxBytes {
-			return i, errSpoolFull
+			return added, errors.Join(skipped, errSpoolFull)
 		}
 		var h [spoolHeaderSize]byte
 		binary.BigEndian.PutUint32(h[:4], uint32(len(p)))
 		binary.BigEndian.PutUint32(h[4:], crc32.Checksum(p, crcTable))
 		if _, err := s.bw.Write(h[:]); err != nil {
-			return i, fmt.Errorf("write spool: %w", err)
+			return added, errors.Join(skipped, fmt.Errorf("write spool: %w", err))
 		}
 		if _, err := s.bw.Write(p); err != nil {
-			return i, fmt.Errorf("write spool: %w", err)
+			return added, errors.Join(skipped, fmt.Errorf("write spool: %w", err))
 		}
 		s.size += int64(spoolHeaderSize + len(p))
 		s.pending++
 		s.dirty = true
+		added++
 	}
-	return len(events), nil
+	return added, skipped
 }
 
 // sync writes buffered records and fsyncs the file. The fsync runs outside

@@ -49,7 +49,8 @@ type WriterHooks struct {
 	// OnWritten receives the number of events written to the store.
 	OnWritten func(n int)
 	// OnDropped receives the number of events lost (queue and spool full,
-	// or no spool while the store is down, or rejected by the store).
+	// or no spool while the store is down, or rejected by the store, or
+	// spooled while one event's record would exceed 1 MiB).
 	OnDropped func(n int)
 	// OnStoreState fires when the store goes down (up=false, with the error)
 	// or comes back (up=true), with the time of the change.
@@ -261,16 +262,16 @@ func (w *Writer) drop(n int, why string) {
 }
 
 func (w *Writer) spoolError(err error) {
-	if errors.Is(err, errSpoolFull) {
-		if !w.spoolFull.Swap(true) {
-			w.logger.Error("audit spool full: dropping events until it drains", "max_bytes", w.cfg.SpoolMaxBytes)
-			if w.hooks.OnSpoolFull != nil {
-				w.hooks.OnSpoolFull(true)
-			}
+	full := errors.Is(err, errSpoolFull)
+	if full && !w.spoolFull.Swap(true) {
+		w.logger.Error("audit spool full: dropping events until it drains", "max_bytes", w.cfg.SpoolMaxBytes)
+		if w.hooks.OnSpoolFull != nil {
+			w.hooks.OnSpoolFull(true)
 		}
-		return
 	}
-	w.logger.Error("audit spool write failed", "err", err)
+	if !full || errors.Is(err, errRecordTooLarge) {
+		w.logger.Error("audit spool write failed; events dropped", "err", err)
+	}
 }
 
 func (w *Writer) markUp() {

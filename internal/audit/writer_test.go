@@ -374,3 +374,51 @@ func (s *hangStore) Insert(ctx context.Context, _ []Event) error {
 		return ctx.Err()
 	}
 }
+
+// An event too large for a spool record (a library caller's megabytes of
+// note) must not be written to the spool: replay could not read it back,
+// wedging every record behind it, and the next start would cut the file
+// there, losing them all. It is dropped and counted alone.
+func TestWriterSpoolRefusesOversizedEvent(t *testing.T) {
+	s := newFlakyStore()
+	s.down.Store(true)
+	dir := t.TempDir()
+	w, err := NewWriter(discardLogger(), WriterConfig{BatchSize: 4, FlushInterval: 5 * time.Millisecond,
+		RetryInterval: 5 * time.Millisecond, SpoolDir: dir}, s, WriterHooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := genEvents("big", 9, time.Now(), time.Millisecond)
+	huge := make([]byte, maxSpoolRecord+1)
+	for i := range huge {
+		huge[i] = 'x'
+	}
+	evs[4].Note = string(huge)
+	for _, e := range evs {
+		w.Record(e)
+	}
+	waitFor(t, "events spooled or dropped", func() bool {
+		st := w.Stats()
+		return st.SpoolEvents+int(st.Dropped) == len(evs)
+	})
+	if got := w.Stats().Dropped; got != 1 {
+		t.Errorf("got %d dropped, want 1 (the oversized event)", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := w.Close(ctx); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	// The next start reads every spooled record back.
+	s.down.Store(false)
+	w2 := newTestWriter(t, WriterConfig{FlushInterval: 5 * time.Millisecond, SpoolDir: dir}, s, WriterHooks{})
+	want := append(slices.Clone(evs[:4]), evs[5:]...)
+	waitFor(t, "spool replayed", func() bool { return w2.Backlog() == 0 && s.Len() == len(want) })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range want {
+		if s.inserts[e.ID] != 1 {
+			t.Errorf("event %s stored %d times, want 1", e.ID, s.inserts[e.ID])
+		}
+	}
+}
