@@ -43,7 +43,7 @@ var (
 	// maxSpoolRecord: written, it could never be read back, and the file
 	// would be cut there on the next open.
 	errRecordTooLarge = errors.New("audit event too large for the spool")
-	crcTable     = crc32.MakeTable(crc32.Castagnoli)
+	crcTable          = crc32.MakeTable(crc32.Castagnoli)
 )
 
 type spool struct {
