@@ -18,8 +18,10 @@ import (
 //	uint32 length | uint32 CRC-32C of payload | payload (one event's JSON)
 //
 // big-endian. A crash can leave a torn last record: on open the file is
-// scanned and cut at the first record that is short or fails its checksum,
-// so appends never land behind garbage. Records are replayed from the
+// scanned and cut after the last intact record, so appends never land
+// behind garbage. Damage in the middle (a record failing its checksum with
+// intact records after it: the disk, not a crash) costs only the damaged
+// bytes; the file is rewritten without them. Records are replayed from the
 // front in order; once every record has been written to the store the file
 // is truncated to zero. Replaying a prefix twice (a crash mid-replay) is
 // harmless because stores skip ids they hold.
@@ -58,10 +60,14 @@ type spool struct {
 	pending int   // records from readOff to size
 	dupEnd  int64 // records before this offset may already be in the store
 	dirty   bool  // appended since the last fsync
+	skipped int64 // damaged bytes dropped from the middle of the file at open
 }
 
 // openSpool opens (creating) dir/audit.spool, takes an exclusive lock on it
-// so two processes never share a spool, and drops a torn tail.
+// so two processes never share a spool, and drops a torn tail. Damage in
+// the middle of the file (an unreadable record followed by intact ones)
+// costs only the damaged bytes: the file is rewritten without them, and
+// spool.skipped says how many there were.
 func openSpool(dir string, maxBytes int64) (*spool, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("spool dir: %w", err)
@@ -71,46 +77,154 @@ func openSpool(dir string, maxBytes int64) (*spool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open spool: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := lockFile(f, path); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("lock spool %s (another Guard process uses it?): %w", path, err)
+		return nil, err
 	}
-	end, n, err := scanSpool(f)
+	res, err := scanSpool(f, nil)
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	if st, err := f.Stat(); err == nil && st.Size() != end {
-		if err := f.Truncate(end); err != nil {
+	if res.skipped > 0 {
+		nf, err := rewriteSpool(f, path)
+		f.Close() // releases the old file's lock; the new one holds its own
+		if err != nil {
+			return nil, err
+		}
+		f = nf
+		res.end -= res.skipped
+	} else if st, err := f.Stat(); err == nil && st.Size() != res.end {
+		if err := f.Truncate(res.end); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("cut torn spool tail: %w", err)
 		}
 	}
 	// A previous run may have stored any of its records before it stopped.
 	return &spool{path: path, maxBytes: maxBytes, f: f, bw: bufio.NewWriterSize(f, 64<<10),
-		size: end, pending: n, dupEnd: end}, nil
+		size: res.end, pending: res.records, dupEnd: res.end, skipped: res.skipped}, nil
 }
 
-// scanSpool returns the offset after the last intact record and the number
-// of intact records.
-func scanSpool(f *os.File) (int64, int, error) {
-	r := bufio.NewReaderSize(io.NewSectionReader(f, 0, 1<<62), 64<<10)
-	var off int64
-	n := 0
+func lockFile(f *os.File, path string) error {
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return fmt.Errorf("lock spool %s (another Guard process uses it?): %w", path, err)
+	}
+	return nil
+}
+
+// rewriteSpool copies the intact records of f into a new file that takes
+// path's place (written, fsynced and locked before the rename, so no other
+// process can open it unlocked) and returns it.
+func rewriteSpool(f *os.File, path string) (*os.File, error) {
+	tmp := path + ".tmp"
+	nf, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("rewrite damaged spool: %w", err)
+	}
+	fail := func(err error) (*os.File, error) {
+		nf.Close()
+		os.Remove(tmp)
+		return nil, fmt.Errorf("rewrite damaged spool: %w", err)
+	}
+	if err := lockFile(nf, tmp); err != nil {
+		return fail(err)
+	}
+	bw := bufio.NewWriterSize(nf, 64<<10)
+	if _, err := scanSpool(f, func(rec []byte) error {
+		_, err := bw.Write(rec)
+		return err
+	}); err != nil {
+		return fail(err)
+	}
+	if err := bw.Flush(); err != nil {
+		return fail(err)
+	}
+	if err := nf.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fail(err)
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		d.Sync() // make the rename durable; the old file is still whole if not
+		d.Close()
+	}
+	return nf, nil
+}
+
+// scanResult is what scanSpool found.
+type scanResult struct {
+	end     int64 // offset after the last intact record
+	records int   // intact records
+	skipped int64 // damaged bytes before end, between intact records
+}
+
+// scanSpool walks the records of f. A record that is short, has an
+// impossible length or fails its checksum is damage: the scan moves on byte
+// by byte until an intact record starts. Damage followed by no intact
+// record is a torn tail, which end excludes. keep, when set, receives every
+// intact record (header and payload, valid until the next call) in order.
+func scanSpool(f *os.File, keep func(rec []byte) error) (scanResult, error) {
+	r := bufio.NewReaderSize(io.NewSectionReader(f, 0, 1<<62), spoolHeaderSize+maxSpoolRecord)
+	var res scanResult
+	var pos int64 // bytes consumed
 	for {
-		_, size, err := readRecord(r)
-		if err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, errTorn) {
-				return off, n, nil
+		rec, err := peekRecord(r)
+		switch {
+		case err == nil:
+			if keep != nil {
+				if err := keep(rec); err != nil {
+					return res, err
+				}
 			}
-			return 0, 0, fmt.Errorf("scan spool: %w", err)
+			res.skipped += pos - res.end
+			pos += int64(len(rec))
+			res.end = pos
+			res.records++
+			r.Discard(len(rec))
+		case errors.Is(err, io.EOF):
+			return res, nil
+		case errors.Is(err, errTorn):
+			r.Discard(1)
+			pos++
+		default:
+			return res, fmt.Errorf("scan spool: %w", err)
 		}
-		off += size
-		n++
 	}
 }
 
 var errTorn = errors.New("torn spool record")
+
+// peekRecord returns the record (header and payload) at the reader's
+// position without consuming it: io.EOF at the end, errTorn when the bytes
+// there are not an intact record.
+func peekRecord(r *bufio.Reader) ([]byte, error) {
+	h, err := r.Peek(spoolHeaderSize)
+	if len(h) < spoolHeaderSize {
+		if errors.Is(err, io.EOF) {
+			if len(h) == 0 {
+				return nil, io.EOF
+			}
+			return nil, errTorn
+		}
+		return nil, err
+	}
+	n := int(binary.BigEndian.Uint32(h[:4]))
+	if n == 0 || n > maxSpoolRecord {
+		return nil, errTorn
+	}
+	rec, err := r.Peek(spoolHeaderSize + n)
+	if len(rec) < spoolHeaderSize+n {
+		if errors.Is(err, io.EOF) {
+			return nil, errTorn
+		}
+		return nil, err
+	}
+	if crc32.Checksum(rec[spoolHeaderSize:], crcTable) != binary.BigEndian.Uint32(rec[4:spoolHeaderSize]) {
+		return nil, errTorn
+	}
+	return rec, nil
+}
 
 // readRecord reads one record; io.EOF at a clean end, errTorn for a short
 // or corrupt one. It returns the payload and the record's size on disk.

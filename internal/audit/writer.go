@@ -162,6 +162,10 @@ func NewWriter(logger *slog.Logger, cfg WriterConfig, store Store, hooks WriterH
 			return nil, fmt.Errorf("audit writer: %w", err)
 		}
 		w.spool = sp
+		if sp.skipped > 0 {
+			logger.Error("audit spool was damaged: unreadable bytes skipped, the events in them are lost",
+				"bytes", sp.skipped, "path", sp.path)
+		}
 		if n, size := sp.stats(); n > 0 {
 			logger.Warn("audit spool holds events from a previous run; replaying", "events", n, "bytes", size, "path", sp.path)
 		}
