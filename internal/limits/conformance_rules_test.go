@@ -157,6 +157,47 @@ func confMultiRule(t *testing.T, c *conf) {
 	}
 }
 
+// confSharedLog covers rules of one request that name the same log: the
+// attempt is one attempt, so the log receives Cost entries once, and every
+// rule's numbers describe that one log before and after.
+func confSharedLog(t *testing.T, c *conf) {
+	w := confWindow.Milliseconds()
+	key := c.key("log", "shared")
+	twice := []Rule{{Key: key, Limit: 2, Window: confWindow}, {Key: key, Limit: 2, Window: confWindow}}
+	c.check(t, c.a, CheckRequest{Rules: twice})
+	for i, want := range []bool{true, false} {
+		res := c.check(t, c.store(i+1), CheckRequest{Rules: twice})
+		if res.Allowed != want {
+			t.Fatalf("attempt %d on a log named twice, limit 2: got allowed %v, want %v (%+v)", i+2, res.Allowed, want, res.Rules)
+		}
+		for j, rr := range res.Rules {
+			if rr.Count != 2 {
+				t.Errorf("attempt %d rule %d: got count %d, want 2", i+2, j, rr.Count)
+			}
+		}
+	}
+
+	// A shadow rule on the same log that would deny is answered from the
+	// log as it was before the enforced rule logged this attempt.
+	other := c.key("log", "sharedshadow")
+	c.check(t, c.a, CheckRequest{Rules: []Rule{{Key: other, Limit: 5, Window: confWindow}}})
+	c.advance(t, 10*time.Millisecond)
+	both := []Rule{{Key: other, Limit: 5, Window: confWindow}, {Key: other, Limit: 1, Window: confWindow, Shadow: true}}
+	res := c.check(t, c.b, CheckRequest{Rules: both})
+	if !res.Allowed {
+		t.Fatalf("enforced rule with room beside a shadow rule on its log: got denied")
+	}
+	now := confMs(res.Now)
+	t1 := now - 10
+	if c.h.FakeClock {
+		confWantRule(t, "shadow rule on a shared log", res.Rules[1], RuleResult{
+			Count: 1, Remaining: 0, Reset: confMsDur(t1 + w - now), RetryAfter: confMsDur(t1 + w - now),
+		})
+	} else if got := res.Rules[1]; got.Count != 1 || got.RetryAfter >= confWindow || got.RetryAfter != got.Reset {
+		t.Errorf("shadow rule on a shared log: got %+v, want count 1 and RetryAfter = Reset < %v (the older entry's)", got, confWindow)
+	}
+}
+
 func confShadow(t *testing.T, c *conf) {
 	w := confWindow.Milliseconds()
 	enforced := Rule{Key: c.key("log", "enforced"), Limit: 5, Window: confWindow}

@@ -41,6 +41,7 @@ func runConformance(t *testing.T, h storeHarness) {
 		{"DeniedNotLogged", false, confDeniedNotLogged},
 		{"Cost", false, confCost},
 		{"MultiRuleAllOrNothing", false, confMultiRule},
+		{"SharedLog", false, confSharedLog},
 		{"Shadow", false, confShadow},
 		{"DryRun", false, confDryRun},
 		{"WindowEdgeExact", true, confWindowEdgeExact},

@@ -57,20 +57,15 @@ func (s *MemoryStore) Check(ctx context.Context, req *CheckRequest) (CheckResult
 		res.Allowed = false
 	}
 
-	// Pass 2: log (unless a dry run) and fill in what remains.
+	// Pass 2: fill in what remains, each rule from its log as pass 1 left
+	// it, then log (unless a dry run). Rules that name one log share it:
+	// the attempt adds Cost entries to it once, as Redis does.
 	for i := range req.Rules {
 		r := &req.Rules[i]
 		rr := &res.Rules[i]
 		w := memMs(r.Window)
 		l := s.shard(r.Key).logs[r.Key]
 		logs := record && rr.Allowed
-		if logs && !req.DryRun {
-			if l == nil {
-				l = &memLog{}
-				s.shard(r.Key).logs[r.Key] = l
-			}
-			l.add(now, w, req.Cost)
-		}
 		switch {
 		case logs:
 			// Recorded, or as if recorded for a dry run.
@@ -88,11 +83,43 @@ func (s *MemoryStore) Check(ctx context.Context, req *CheckRequest) (CheckResult
 			rr.RetryAfter = memDur(l.retryAfter(now, w, r.Limit, req.Cost))
 		}
 	}
+	if record && !req.DryRun {
+		for i := range req.Rules {
+			r := &req.Rules[i]
+			if !res.Rules[i].Allowed {
+				continue
+			}
+			w := memMs(r.Window)
+			sh := s.shard(r.Key)
+			l := sh.logs[r.Key]
+			switch {
+			case l == nil:
+				l = &memLog{}
+				sh.logs[r.Key] = l
+			case memLoggedBefore(req.Rules[:i], res.Rules[:i], r.Key):
+				// Logged already; keep it for this rule's window too.
+				l.expires = max(l.expires, now+w)
+				continue
+			}
+			l.add(now, w, req.Cost)
+		}
+	}
 
 	if !res.Allowed && res.Locked == nil && esc != nil {
 		res.Struck = s.recordFailure(esc, now, nil)
 	}
 	return res, nil
+}
+
+// memLoggedBefore reports whether one of rules, answered by results, has
+// already logged this attempt in key.
+func memLoggedBefore(rules []Rule, results []RuleResult, key string) bool {
+	for i := range rules {
+		if rules[i].Key == key && results[i].Allowed {
+			return true
+		}
+	}
+	return false
 }
 
 // liveLog returns key's log trimmed to window w at now, or nil when it holds

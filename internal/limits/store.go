@@ -26,7 +26,9 @@
 //     that is not Shadow allows it.
 //  3. If allowed and not DryRun: Cost entries are added to the log of every
 //     rule that allows it (enforced rules all do; a shadow rule that would
-//     deny logs nothing). Denied attempts are never logged.
+//     deny logs nothing); a log that several rules name receives them once,
+//     and every rule is answered from the log as it was before this
+//     attempt. Denied attempts are never logged.
 //  4. If denied by a rule (not by a lockout), not DryRun, and DenialFailures
 //     is set (lockout.count_denials), one failure is recorded exactly as
 //     Report does for a failure, which may strike; strikes are returned in
