@@ -262,52 +262,55 @@ func readRecord(r *bufio.Reader) ([]byte, int64, error) {
 // errRecordTooLarge.
 // Data is buffered; sync makes it durable.
 func (s *spool) append(events []Event) (int, error) {
-	return s.add(events, false)
+	added, _, err := s.add(events, false)
+	return added, err
 }
 
 // appendMaybeStored is append for events that may already be in the store
 // (their write failed with an unknown outcome): their replay deduplicates.
 func (s *spool) appendMaybeStored(events []Event) (int, error) {
-	return s.add(events, true)
+	added, _, err := s.add(events, true)
+	return added, err
 }
 
-func (s *spool) add(events []Event, maybeStored bool) (int, error) {
+// add is append; next is the index of the first event it did not get to
+// (len(events) unless it stopped at the size bound or a write error).
+func (s *spool) add(events []Event, maybeStored bool) (added, next int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if maybeStored {
 		defer func() { s.dupEnd = s.size }()
 	}
-	added := 0
 	var skipped error
-	for _, e := range events {
+	for i, e := range events {
 		// MarshalJSON directly: json.Marshal(e) would produce the same bytes
 		// after validating and compacting them once more.
 		p, err := e.MarshalJSON()
 		if err != nil {
-			return added, errors.Join(skipped, fmt.Errorf("encode spool record: %w", err))
+			return added, i, errors.Join(skipped, fmt.Errorf("encode spool record: %w", err))
 		}
 		if len(p) > maxSpoolRecord {
 			skipped = errors.Join(skipped, fmt.Errorf("%w: event %q is %d bytes, at most %d", errRecordTooLarge, e.ID, len(p), maxSpoolRecord))
 			continue
 		}
 		if s.size+int64(spoolHeaderSize+len(p)) > s.maxBytes {
-			return added, errors.Join(skipped, errSpoolFull)
+			return added, i, errors.Join(skipped, errSpoolFull)
 		}
 		var h [spoolHeaderSize]byte
 		binary.BigEndian.PutUint32(h[:4], uint32(len(p)))
 		binary.BigEndian.PutUint32(h[4:], crc32.Checksum(p, crcTable))
 		if _, err := s.bw.Write(h[:]); err != nil {
-			return added, errors.Join(skipped, fmt.Errorf("write spool: %w", err))
+			return added, i, errors.Join(skipped, fmt.Errorf("write spool: %w", err))
 		}
 		if _, err := s.bw.Write(p); err != nil {
-			return added, errors.Join(skipped, fmt.Errorf("write spool: %w", err))
+			return added, i, errors.Join(skipped, fmt.Errorf("write spool: %w", err))
 		}
 		s.size += int64(spoolHeaderSize + len(p))
 		s.pending++
 		s.dirty = true
 		added++
 	}
-	return added, skipped
+	return added, len(events), skipped
 }
 
 // sync writes buffered records and fsyncs the file. The fsync runs outside

@@ -27,7 +27,9 @@ type WriterConfig struct {
 	// events wait in the queue; what overflows it is dropped and counted.
 	SpoolDir string
 	// SpoolMaxBytes bounds the spool file. Default 1 GiB. When it is full,
-	// new events are dropped and counted, and OnSpoolFull(true) fires.
+	// OnSpoolFull(true) fires and new events are dropped and counted while
+	// the store is down; while it is up (the file drains but only shrinks
+	// once empty) they are written to the store directly.
 	SpoolMaxBytes int64
 	// InsertTimeout bounds one store write. Default 5s.
 	InsertTimeout time.Duration

@@ -112,10 +112,19 @@ func (w *Writer) flush(batch []Event) {
 			// Batches in flight first: a failed one is spooled ahead of
 			// this one, so the spool keeps the order events were recorded.
 			w.drain()
-			w.toSpool(batch, false)
-			w.queued.Add(-int64(len(batch)))
-			w.release(batch)
-			return
+			rest := w.toSpool(batch, false)
+			if len(rest) == 0 || !w.up.Load() {
+				w.drop(len(rest), "spool full")
+				w.queued.Add(-int64(len(batch)))
+				w.release(batch)
+				return
+			}
+			// The spool is full of events being replayed (its file only
+			// shrinks once empty) while the store takes writes: write
+			// what it has no room for directly rather than lose it.
+			w.queued.Add(-int64(len(batch) - len(rest)))
+			clear(batch[:len(batch)-len(rest)])
+			batch = rest
 		}
 	}
 	f := &inflight{batch: batch, done: make(chan writeResult, 1), epoch: w.upEpoch}
@@ -155,7 +164,7 @@ func (w *Writer) complete(r writeResult) {
 		w.markDown(r.err)
 	}
 	if w.spool != nil {
-		w.toSpool(f.batch, true)
+		w.drop(len(w.toSpool(f.batch, true)), "spool full")
 		return
 	}
 	// No spool: hold this batch and retry; meanwhile new events wait in the
@@ -237,16 +246,21 @@ func rejectedData(err error) bool {
 	return len(pe.Code) == 5 && (pe.Code[:2] == "22" || pe.Code[:2] == "23")
 }
 
-func (w *Writer) toSpool(batch []Event, maybeStored bool) {
-	add := w.spool.append
-	if maybeStored {
-		add = w.spool.appendMaybeStored
+// toSpool appends batch to the spool and returns the events the spool had
+// no room for (the caller writes or drops them); any other event it could
+// not spool is dropped here.
+func (w *Writer) toSpool(batch []Event, maybeStored bool) []Event {
+	added, next, err := w.spool.add(batch, maybeStored)
+	if err == nil {
+		return nil
 	}
-	n, err := add(batch)
-	if err != nil {
-		w.spoolError(err)
-		w.drop(len(batch)-n, "spool")
+	w.spoolError(err)
+	var rest []Event
+	if errors.Is(err, errSpoolFull) {
+		rest = batch[next:]
 	}
+	w.drop(len(batch)-added-len(rest), "spool")
+	return rest
 }
 
 // tick runs every FlushInterval: group fsync of the spool, and replay (or

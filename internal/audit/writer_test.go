@@ -505,3 +505,59 @@ func TestSpoolCorruptRecordInTheMiddle(t *testing.T) {
 		})
 	}
 }
+
+// slowStore is a flakyStore whose writes take delay each while slow is
+// set: a Postgres that is back but needs a while to take the spool.
+type slowStore struct {
+	*flakyStore
+	slow  atomic.Bool
+	delay time.Duration
+}
+
+func (s *slowStore) Insert(ctx context.Context, events []Event) error {
+	if s.slow.Load() {
+		select {
+		case <-time.After(s.delay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return s.flakyStore.Insert(ctx, events)
+}
+
+// After an outage that filled the spool, the store is back and the spool
+// drains, but its file only shrinks once it is empty. Events recorded
+// meanwhile find no room in it; with the store up they must be written
+// to it directly, not dropped.
+func TestWriterFullSpoolDrainingKeepsNewEvents(t *testing.T) {
+	s := &slowStore{flakyStore: newFlakyStore(), delay: 40 * time.Millisecond}
+	s.down.Store(true)
+	w := newTestWriter(t, WriterConfig{BatchSize: 4, FlushInterval: 5 * time.Millisecond,
+		RetryInterval: 5 * time.Millisecond, SpoolDir: t.TempDir(), SpoolMaxBytes: 6000}, s, WriterHooks{})
+	old := genEvents("old", 60, time.Now(), time.Millisecond)
+	for _, e := range old {
+		w.Record(e)
+	}
+	waitFor(t, "spool full", func() bool {
+		st := w.Stats()
+		return st.SpoolFull && st.SpoolEvents+int(st.Dropped) == len(old)
+	})
+	lost := w.Stats().Dropped
+	spooled := w.Stats().SpoolEvents
+
+	s.slow.Store(true)
+	s.down.Store(false)
+	waitFor(t, "replay under way", func() bool { return w.PostgresUp() && s.Len() > 0 })
+	fresh := genEvents("new", 40, time.Now().Add(time.Second), time.Millisecond)
+	for _, e := range fresh {
+		w.Record(e)
+		time.Sleep(time.Millisecond)
+	}
+	waitFor(t, "everything written", func() bool { return w.Backlog() == 0 })
+	if got := w.Stats().Dropped; got != lost {
+		t.Errorf("got %d dropped, want %d (only those of the outage)", got, lost)
+	}
+	if got, want := s.Len(), spooled+len(fresh); got != want {
+		t.Errorf("got %d stored, want %d", got, want)
+	}
+}
