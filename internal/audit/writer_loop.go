@@ -158,9 +158,10 @@ func (w *Writer) complete(r writeResult) {
 		return
 	}
 	stale := f.epoch != w.upEpoch
-	if !stale {
+	if !stale && w.ctx.Err() == nil {
 		// A stale write started before the store came back: its failure
-		// belongs to an outage already reported and over.
+		// belongs to an outage already reported and over. A write cut
+		// short by Close's deadline says nothing about the store.
 		w.markDown(r.err)
 	}
 	if w.spool != nil {
@@ -346,7 +347,9 @@ func (w *Writer) replay(deadline time.Time) {
 			failed = true
 			// Every batch read so far may be in the store now.
 			w.spool.maybeStored(off)
-			w.markDown(r.err)
+			if w.ctx.Err() == nil { // not just cut short by Close's deadline
+				w.markDown(r.err)
+			}
 			continue
 		}
 		if len(j.b.events) > 0 {

@@ -561,3 +561,48 @@ func TestWriterFullSpoolDrainingKeepsNewEvents(t *testing.T) {
 		t.Errorf("got %d stored, want %d", got, want)
 	}
 }
+
+// Close's deadline cutting a slow write short says nothing about the
+// store: the batch is kept in the spool (or counted as dropped without
+// one), but no "store down" is reported, which would page someone at every
+// shutdown during a slow write.
+func TestWriterCloseDeadlineIsNotAnOutage(t *testing.T) {
+	for _, withSpool := range []bool{true, false} {
+		t.Run(fmt.Sprintf("spool %v", withSpool), func(t *testing.T) {
+			block := make(chan struct{})
+			defer close(block)
+			hang := &hangStore{MemoryStore: NewMemoryStore(0), block: block}
+			var downs atomic.Int32
+			cfg := WriterConfig{BatchSize: 5, FlushInterval: 5 * time.Millisecond}
+			if withSpool {
+				cfg.SpoolDir = t.TempDir()
+			}
+			w, err := NewWriter(discardLogger(), cfg, hang, WriterHooks{OnStoreState: func(up bool, _ time.Time, _ error) {
+				if !up {
+					downs.Add(1)
+				}
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs := genEvents("cd", 12, time.Now(), time.Millisecond)
+			for _, e := range evs {
+				w.Record(e)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			err = w.Close(ctx)
+			if got := downs.Load(); got != 0 {
+				t.Errorf("got %d store-down reports, want 0", got)
+			}
+			st := w.Stats()
+			if withSpool {
+				if err != nil || st.SpoolEvents != len(evs) || st.Dropped != 0 {
+					t.Errorf("got err %v, %d spooled, %d dropped; want nil, %d, 0", err, st.SpoolEvents, st.Dropped, len(evs))
+				}
+			} else if err == nil || st.Dropped != uint64(len(evs)) {
+				t.Errorf("got err %v, %d dropped; want an error and %d", err, st.Dropped, len(evs))
+			}
+		})
+	}
+}
