@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 )
 
 // Page sizes for Query.
@@ -25,12 +26,24 @@ func checkFilter(f Filter) (Filter, error) {
 	case f.Limit < 0 || f.Limit > MaxLimit:
 		return f, fmt.Errorf("%w: limit %d outside 1..%d", ErrBadFilter, f.Limit, MaxLimit)
 	}
+	// Stored times are whole milliseconds (normalize), and Postgres drops a
+	// bound's nanoseconds: raised to the next millisecond, "at >= since"
+	// and "at < until" select exactly the same events, in both stores.
+	f.Since, f.Until = ceilMillis(f.Since), ceilMillis(f.Until)
 	if f.IP.IsValid() {
 		f.IP = f.IP.Masked()
 	} else if f.IP != (netip.Prefix{}) {
 		return f, fmt.Errorf("%w: invalid ip prefix", ErrBadFilter)
 	}
 	return f, nil
+}
+
+// ceilMillis rounds t up to a whole millisecond; the zero time stays zero.
+func ceilMillis(t time.Time) time.Time {
+	if c := t.Truncate(time.Millisecond); !c.Equal(t) {
+		return c.Add(time.Millisecond)
+	}
+	return t
 }
 
 // matches reports whether e passes every filter of f (not the cursor).

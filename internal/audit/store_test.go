@@ -89,6 +89,12 @@ func testFilters(t *testing.T, s Store) {
 		{"since inclusive", Filter{Since: at(6)}, []string{"e7", "e6"}},
 		{"until exclusive", Filter{Until: at(2)}, []string{"e8", "e1"}},
 		{"since and until", Filter{Since: at(2), Until: at(4)}, []string{"e3", "e2"}},
+		// Events hold milliseconds, Postgres microseconds, a Filter
+		// nanoseconds: bounds between two stored instants still compare
+		// exactly.
+		{"since a nanosecond after an event", Filter{Since: at(6).Add(time.Nanosecond)}, []string{"e7"}},
+		{"until a nanosecond after an event", Filter{Until: at(2).Add(time.Nanosecond)}, []string{"e2", "e8", "e1"}},
+		{"since a microsecond before an event", Filter{Since: at(6).Add(-time.Microsecond)}, []string{"e7", "e6"}},
 		{"locked after", Filter{LockedAfter: at(10)}, []string{"e3"}},
 		{"combined", Filter{User: "alice", Decision: "allow", Action: "login"}, []string{"e1"}},
 		{"no match", Filter{User: "nobody"}, nil},
