@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 )
 
 // CSVHeader is the header row of a CSV export: the event's JSON field names
@@ -19,8 +20,29 @@ var CSVHeader = []string{
 }
 
 // CSVRecord returns the event as one CSV row matching CSVHeader; fields that
-// do not apply (JSON null) are empty.
+// do not apply (JSON null) are empty. A cell that a spreadsheet would run
+// as a formula (starting with =, +, -, @, tab or carriage return: a user
+// named "=HYPERLINK(...)" is the caller's choice, the analyst opening the
+// export is not) gets a leading apostrophe, which spreadsheets hide and
+// take as "this is text". NDJSON is the export that keeps every byte.
 func (e Event) CSVRecord() []string {
+	r := e.csvCells()
+	for i, c := range r {
+		r[i] = neutralizeFormula(c)
+	}
+	return r
+}
+
+// neutralizeFormula prefixes an apostrophe to a cell a spreadsheet would
+// evaluate (OWASP's CSV injection advice).
+func neutralizeFormula(c string) string {
+	if c != "" && strings.IndexByte("=+-@\t\r", c[0]) >= 0 {
+		return "'" + c
+	}
+	return c
+}
+
+func (e Event) csvCells() []string {
 	r := make([]string, 0, len(CSVHeader))
 	r = append(r, e.ID, formatTime(e.At), e.Kind, e.Action, e.Decision,
 		e.Reason, e.Outcome, e.User, e.IP, e.Device, e.Rule)

