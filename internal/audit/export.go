@@ -156,13 +156,15 @@ func (x *CSVExporter) Close() error {
 }
 
 // WriteNDJSON streams every event of s matching f to w as NDJSON, newest
-// first, at constant memory; f.Limit and f.Cursor are ignored.
+// first, at constant memory; f.Limit is ignored, f.Cursor (when set)
+// starts the export after it.
 func WriteNDJSON(ctx context.Context, w io.Writer, s Store, f Filter) error {
 	return Export(ctx, NewNDJSONExporter(w), s, f)
 }
 
 // WriteCSV streams every event of s matching f to w as CSV with a header
-// row, newest first, at constant memory; f.Limit and f.Cursor are ignored.
+// row, newest first, at constant memory; f.Limit is ignored, f.Cursor
+// (when set) starts the export after it.
 func WriteCSV(ctx context.Context, w io.Writer, s Store, f Filter) error {
 	x, err := NewCSVExporter(w)
 	if err != nil {
