@@ -198,6 +198,44 @@ func confSharedLog(t *testing.T, c *conf) {
 	}
 }
 
+// confLogKeepsLongestWindow covers a log used with two windows (a rule key
+// that two actions share, or a rule and a failure rule on one key): an add
+// under the shorter window must not make the store forget entries that the
+// longer window still counts.
+func confLogKeepsLongestWindow(t *testing.T, c *conf) {
+	const short = 150 * time.Millisecond
+	key := c.key("log", "mixed")
+	long := Rule{Key: key, Limit: 10, Window: confWindow}
+	brief := Rule{Key: key, Limit: 10, Window: short}
+	first := c.check(t, c.a, CheckRequest{Rules: []Rule{long}})
+	second := c.check(t, c.b, CheckRequest{Rules: []Rule{brief}})
+
+	lock := c.key("lock", "mixed")
+	failures := func(w time.Duration) Escalation {
+		return Escalation{
+			Failures: []FailureRule{{Key: c.key("fail", "mixed"), Limit: 3, Window: w, LockKey: lock}},
+			Ladder:   []time.Duration{time.Minute},
+			Decay:    time.Hour,
+		}
+	}
+	f1 := c.report(t, c.a, ReportRequest{Failure: true, Escalation: failures(confWindow)})
+	f2 := c.report(t, c.b, ReportRequest{Failure: true, Escalation: failures(short)})
+	if second.Rules[0].Count != 2 || confMs(f2.Now)-confMs(f1.Now) >= short.Milliseconds() {
+		t.Skip("the backend took longer than the short window between two calls; nothing to learn here")
+	}
+
+	c.advance(t, short+100*time.Millisecond)
+	res := c.check(t, c.a, CheckRequest{Rules: []Rule{long}, DryRun: true})
+	if got, want := res.Rules[0].Count, 3; got != want {
+		t.Errorf("long window after a short-window add (first at %d, now %d): got count %d, want %d",
+			confMs(first.Now), confMs(res.Now), got, want)
+	}
+	rep := c.report(t, c.b, ReportRequest{Failure: true, Escalation: failures(confWindow), Locks: []LockRef{{Key: lock}}})
+	if len(rep.Struck) != 1 {
+		t.Errorf("third failure within the long window after a short-window failure: got struck %+v, want one strike", rep.Struck)
+	}
+}
+
 func confShadow(t *testing.T, c *conf) {
 	w := confWindow.Milliseconds()
 	enforced := Rule{Key: c.key("log", "enforced"), Limit: 5, Window: confWindow}

@@ -42,6 +42,7 @@ func runConformance(t *testing.T, h storeHarness) {
 		{"Cost", false, confCost},
 		{"MultiRuleAllOrNothing", false, confMultiRule},
 		{"SharedLog", false, confSharedLog},
+		{"LogKeepsLongestWindow", false, confLogKeepsLongestWindow},
 		{"Shadow", false, confShadow},
 		{"DryRun", false, confDryRun},
 		{"WindowEdgeExact", true, confWindowEdgeExact},

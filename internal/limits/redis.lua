@@ -87,6 +87,15 @@ local function activeLock()
   return bi, bl, bs, bu, binfo
 end
 
+-- keep makes a log live at least w ms more (a key without a TTL gets one).
+-- One log may be used with several windows (a rule key two actions share,
+-- or a rule and a failure rule on one key), so an add under the shorter
+-- window must not cut the TTL the longer one still needs; the memory store
+-- likewise keeps a log for the longest window it was used with.
+local function keep(key, w)
+  if redis.call('PTTL', key) < w then redis.call('PEXPIRE', key, w) end
+end
+
 local struck = {}
 
 -- strike raises failure rule i's lock by one level and restarts it.
@@ -127,7 +136,7 @@ local function fail()
       redis.call('DEL', key)
       strike(i)
     else
-      redis.call('PEXPIRE', key, w)
+      keep(key, w)
     end
   end
 end
@@ -216,7 +225,7 @@ if op == 'check' then
           j = last + 1
         end
       end
-      redis.call('PEXPIRE', key, w)
+      keep(key, w)
     end
   end
 
