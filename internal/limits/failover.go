@@ -140,7 +140,8 @@ func (f *FailoverStore) State() BreakerState {
 // or slow; see FailoverStore. Per request, OnFailure FailAllow/FailDeny
 // answer Allowed true/false with Unavailable and Degraded set and empty
 // Rules instead of consulting the fallback. The only errors are the
-// caller's context ending and a request the fallback also rejects.
+// caller's context ending and an invalid request (one every store
+// rejects, also under FailAllow and FailDeny).
 func (f *FailoverStore) Check(ctx context.Context, req *CheckRequest) (CheckResult, error) {
 	if !f.Degraded() {
 		pctx, cancel := context.WithTimeout(ctx, f.cfg.Budget)
@@ -165,6 +166,11 @@ func (f *FailoverStore) Check(ctx context.Context, req *CheckRequest) (CheckResu
 // store rejects (a caller bug) cannot open the breaker.
 func (f *FailoverStore) checkDegraded(ctx context.Context, req *CheckRequest, cause error) (CheckResult, error) {
 	if req.OnFailure == FailAllow || req.OnFailure == FailDeny {
+		// No store is consulted, so validate here what every store would
+		// reject: a caller bug is an error, not an answer or a failure.
+		if err := memValidateCheck(req); err != nil {
+			return CheckResult{}, fmt.Errorf("check: %w", err)
+		}
 		f.countFailure(cause)
 		return CheckResult{
 			Now:         f.cfg.Now(),
@@ -206,6 +212,9 @@ func (f *FailoverStore) Report(ctx context.Context, req *ReportRequest) (ReportR
 
 func (f *FailoverStore) reportDegraded(ctx context.Context, req *ReportRequest, cause error) (ReportResult, error) {
 	if req.OnFailure == FailAllow || req.OnFailure == FailDeny {
+		if err := memValidateReport(req); err != nil {
+			return ReportResult{}, fmt.Errorf("report: %w", err)
+		}
 		f.countFailure(cause)
 		return ReportResult{Now: f.cfg.Now(), Degraded: true, Unavailable: true}, nil
 	}

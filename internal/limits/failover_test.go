@@ -290,6 +290,49 @@ func TestFailoverFallbackRejectsRequest(t *testing.T) {
 	}
 }
 
+// TestFailoverAllowDenyRejectsInvalid: on_store_failure allow/deny answer
+// without the fallback, but a request that every store rejects is still a
+// caller bug: an error, never an answer, and no step toward the breaker.
+func TestFailoverAllowDenyRejectsInvalid(t *testing.T) {
+	errBad := errors.New("check: cost 0 below 1")
+	badCheck := &CheckRequest{Rules: []Rule{{Key: "k", Limit: 1, Window: time.Minute}}, Nonce: "n"}
+	badReport := &ReportRequest{Failure: true, Escalation: Escalation{
+		Failures: []FailureRule{{Key: "f", Limit: 1, Window: time.Minute, LockKey: "l"}},
+	}, Nonce: "n"}
+	for _, mode := range []OnFailure{FailAllow, FailDeny} {
+		for _, open := range []bool{false, true} {
+			t.Run(fmt.Sprintf("mode %d open %v", mode, open), func(t *testing.T) {
+				primary := &foStore{
+					check:  func(context.Context, *CheckRequest) (CheckResult, error) { return CheckResult{}, errBad },
+					report: func(context.Context, *ReportRequest) (ReportResult, error) { return ReportResult{}, errBad },
+					ping:   func(context.Context) error { return errFoDown },
+				}
+				fallback := NewMemory(MemoryConfig{})
+				f := newTestFailover(t, FailoverConfig{FailureThreshold: 1}, primary, fallback, FailoverEvents{})
+				if open {
+					f.probe()
+					if !f.Degraded() {
+						t.Fatalf("breaker not open after a failed probe with threshold 1")
+					}
+				}
+				check := *badCheck
+				check.OnFailure = mode
+				if res, err := f.Check(context.Background(), &check); err == nil {
+					t.Errorf("Check of cost 0: got %+v, want an error", res)
+				}
+				report := *badReport
+				report.OnFailure = mode
+				if res, err := f.Report(context.Background(), &report); err == nil {
+					t.Errorf("Report without a ladder: got %+v, want an error", res)
+				}
+				if got := f.Degraded(); got != open {
+					t.Errorf("Degraded() = %v, want %v: invalid requests must not move the breaker", got, open)
+				}
+			})
+		}
+	}
+}
+
 func TestFailoverProbes(t *testing.T) {
 	var up atomic.Bool
 	primary := foFailing()
