@@ -52,15 +52,24 @@ type spool struct {
 	path     string
 	maxBytes int64
 
-	mu      sync.Mutex
-	f       *os.File
-	bw      *bufio.Writer
-	size    int64 // file size including what bw buffers
-	readOff int64 // offset of the first record not yet in the store
-	pending int   // records from readOff to size
-	dupEnd  int64 // records before this offset may already be in the store
-	dirty   bool  // appended since the last fsync
-	skipped int64 // damaged bytes dropped from the middle of the file at open
+	mu   sync.Mutex
+	f    *os.File
+	out  io.Writer // f; tests put a faulty writer in between
+	bw   *bufio.Writer
+	size int64 // file size including what bw buffers
+	// disk is the file size at the last successful flush and unflushed the
+	// records appended since: what a failed write (a full disk) cuts the
+	// file back to, and loses.
+	disk      int64
+	unflushed int
+	cut       bool      // a failed write could not cut the file back yet
+	lost      int       // records lost to failed writes, not yet reported
+	onLost    func(int) // reports them, outside the lock
+	readOff   int64     // offset of the first record not yet in the store
+	pending   int       // records from readOff to size
+	dupEnd    int64     // records before this offset may already be in the store
+	dirty     bool      // appended since the last fsync
+	skipped   int64     // damaged bytes dropped from the middle of the file at open
 }
 
 // openSpool opens (creating) dir/audit.spool, takes an exclusive lock on it
@@ -101,8 +110,59 @@ func openSpool(dir string, maxBytes int64) (*spool, error) {
 		}
 	}
 	// A previous run may have stored any of its records before it stopped.
-	return &spool{path: path, maxBytes: maxBytes, f: f, bw: bufio.NewWriterSize(f, 64<<10),
-		size: res.end, pending: res.records, dupEnd: res.end, skipped: res.skipped}, nil
+	return &spool{path: path, maxBytes: maxBytes, f: f, out: f, bw: bufio.NewWriterSize(f, 64<<10),
+		size: res.end, disk: res.end, pending: res.records, dupEnd: res.end, skipped: res.skipped}, nil
+}
+
+// unlock releases s.mu and then reports records lost to failed writes.
+func (s *spool) unlock() {
+	lost := s.lost
+	s.lost = 0
+	s.mu.Unlock()
+	if lost > 0 && s.onLost != nil {
+		s.onLost(lost)
+	}
+}
+
+// flushLocked writes what bw buffers to the file. When that fails, the
+// buffered records are lost (the disk may hold part of them): the file is
+// cut back to its last whole record and bw starts afresh, so the spool
+// works again once the disk does, instead of failing every call after.
+func (s *spool) flushLocked() error {
+	if err := s.ready(); err != nil {
+		return err
+	}
+	if err := s.bw.Flush(); err != nil {
+		s.failed()
+		return fmt.Errorf("flush spool: %w", err)
+	}
+	s.disk, s.unflushed = s.size, 0
+	return nil
+}
+
+// failed handles a failed write: the records since the last flush are
+// lost, and the file is cut back to what was flushed.
+func (s *spool) failed() {
+	s.lost += s.unflushed
+	s.pending -= s.unflushed
+	s.unflushed = 0
+	s.size = s.disk
+	s.dupEnd = min(s.dupEnd, s.disk)
+	s.bw.Reset(s.out)
+	s.cut = true
+	s.ready() //nolint:errcheck // retried before the next write
+}
+
+// ready cuts the file back after a failed write, if that is still to do.
+func (s *spool) ready() error {
+	if !s.cut {
+		return nil
+	}
+	if err := s.f.Truncate(s.disk); err != nil {
+		return fmt.Errorf("cut spool back after a failed write: %w", err)
+	}
+	s.cut = false
+	return nil
 }
 
 func lockFile(f *os.File, path string) error {
@@ -277,9 +337,12 @@ func (s *spool) appendMaybeStored(events []Event) (int, error) {
 // (len(events) unless it stopped at the size bound or a write error).
 func (s *spool) add(events []Event, maybeStored bool) (added, next int, err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if maybeStored {
 		defer func() { s.dupEnd = s.size }()
+	}
+	if err := s.ready(); err != nil {
+		return 0, 0, err
 	}
 	var skipped error
 	for i, e := range events {
@@ -299,14 +362,17 @@ func (s *spool) add(events []Event, maybeStored bool) (added, next int, err erro
 		var h [spoolHeaderSize]byte
 		binary.BigEndian.PutUint32(h[:4], uint32(len(p)))
 		binary.BigEndian.PutUint32(h[4:], crc32.Checksum(p, crcTable))
-		if _, err := s.bw.Write(h[:]); err != nil {
-			return added, i, errors.Join(skipped, fmt.Errorf("write spool: %w", err))
+		_, err = s.bw.Write(h[:])
+		if err == nil {
+			_, err = s.bw.Write(p)
 		}
-		if _, err := s.bw.Write(p); err != nil {
+		if err != nil {
+			s.failed()
 			return added, i, errors.Join(skipped, fmt.Errorf("write spool: %w", err))
 		}
 		s.size += int64(spoolHeaderSize + len(p))
 		s.pending++
+		s.unflushed++
 		s.dirty = true
 		added++
 	}
@@ -318,14 +384,14 @@ func (s *spool) add(events []Event, maybeStored bool) (added, next int, err erro
 func (s *spool) sync() error {
 	s.mu.Lock()
 	if !s.dirty {
-		s.mu.Unlock()
+		s.unlock()
 		return nil
 	}
-	err := s.bw.Flush()
+	err := s.flushLocked()
 	s.dirty = false
-	s.mu.Unlock()
+	s.unlock()
 	if err != nil {
-		return fmt.Errorf("flush spool: %w", err)
+		return err
 	}
 	if err := s.f.Sync(); err != nil {
 		return fmt.Errorf("fsync spool: %w", err)
@@ -363,13 +429,12 @@ func (s *spool) front() int64 {
 // while the previous one is being written).
 func (s *spool) readAt(off int64, max int) (spoolBatch, error) {
 	s.mu.Lock()
-	err := s.bw.Flush()
+	// A failed flush loses only what it buffered (reported through
+	// onLost): the file up to the new end is whole and is read all the same.
+	s.flushLocked() //nolint:errcheck
 	end := s.size
 	fresh := off >= s.dupEnd
-	s.mu.Unlock()
-	if err != nil {
-		return spoolBatch{}, fmt.Errorf("flush spool: %w", err)
-	}
+	s.unlock()
 	r := bufio.NewReaderSize(io.NewSectionReader(s.f, off, end-off), 64<<10)
 	var out []Event
 	records := 0
@@ -402,19 +467,19 @@ func (s *spool) maybeStored(next int64) {
 // still pending.
 func (s *spool) commit(next int64, records int) (int, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	s.readOff = next
 	s.pending -= records
 	if s.readOff < s.size {
 		return s.pending, nil
 	}
-	if err := s.bw.Flush(); err != nil {
-		return s.pending, fmt.Errorf("flush spool: %w", err)
+	if err := s.flushLocked(); err != nil {
+		return s.pending, err
 	}
 	if err := s.f.Truncate(0); err != nil {
 		return s.pending, fmt.Errorf("truncate spool: %w", err)
 	}
-	s.size, s.readOff, s.pending, s.dupEnd = 0, 0, 0, 0
+	s.size, s.disk, s.readOff, s.pending, s.dupEnd = 0, 0, 0, 0, 0
 	return 0, nil
 }
 

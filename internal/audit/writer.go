@@ -164,6 +164,10 @@ func NewWriter(logger *slog.Logger, cfg WriterConfig, store Store, hooks WriterH
 			return nil, fmt.Errorf("audit writer: %w", err)
 		}
 		w.spool = sp
+		sp.onLost = func(n int) {
+			w.logger.Error("audit spool write failed; spooled events not yet on disk are lost", "events", n)
+			w.drop(n, "spool write failed")
+		}
 		if sp.skipped > 0 {
 			logger.Error("audit spool was damaged: unreadable bytes skipped, the events in them are lost",
 				"bytes", sp.skipped, "path", sp.path)

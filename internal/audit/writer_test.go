@@ -606,3 +606,67 @@ func TestWriterCloseDeadlineIsNotAnOutage(t *testing.T) {
 		})
 	}
 }
+
+// faultyFile passes writes to the spool file until fail is set; then it
+// writes half of each and fails, like a disk that filled up.
+type faultyFile struct {
+	f    *os.File
+	fail atomic.Bool
+}
+
+var errDiskFull = errors.New("no space left on device (test fault)")
+
+func (ff *faultyFile) Write(p []byte) (int, error) {
+	if ff.fail.Load() {
+		n, _ := ff.f.Write(p[:len(p)/2])
+		return n, errDiskFull
+	}
+	return ff.f.Write(p)
+}
+
+// A spool write that fails (the disk filled up) loses the records not yet
+// on disk, counted as dropped, and nothing else: the file is cut back to
+// its last whole record, and once the disk has room the spool takes new
+// records and replays every record it holds.
+func TestSpoolRecoversFromWriteError(t *testing.T) {
+	s := newFlakyStore()
+	s.down.Store(true)
+	w := newTestWriter(t, WriterConfig{BatchSize: 5, FlushInterval: 5 * time.Millisecond,
+		RetryInterval: 5 * time.Millisecond, SpoolDir: t.TempDir()}, s, WriterHooks{})
+	ff := &faultyFile{f: w.spool.f}
+	w.spool.mu.Lock()
+	w.spool.out = ff
+	w.spool.bw.Reset(ff)
+	w.spool.mu.Unlock()
+	evs := genEvents("wf", 30, time.Now(), time.Millisecond)
+	record := func(from, to int) {
+		for _, e := range evs[from:to] {
+			w.Record(e)
+		}
+	}
+	record(0, 10)
+	waitFor(t, "first events spooled and synced", func() bool {
+		w.spool.mu.Lock()
+		defer w.spool.mu.Unlock()
+		return w.spool.pending == 10 && !w.spool.dirty
+	})
+	ff.fail.Store(true)
+	record(10, 20)
+	waitFor(t, "the failed records dropped", func() bool { return w.Stats().Dropped == 10 })
+	ff.fail.Store(false)
+	record(20, 30)
+	waitFor(t, "later events spooled", func() bool { return w.Stats().SpoolEvents == 20 })
+	s.down.Store(false)
+	waitFor(t, "spool replayed", func() bool { return w.Backlog() == 0 && s.Len() == 20 })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, e := range evs {
+		want := 1
+		if i >= 10 && i < 20 {
+			want = 0
+		}
+		if got := s.inserts[e.ID]; got != want {
+			t.Errorf("event %s stored %d times, want %d", e.ID, got, want)
+		}
+	}
+}
