@@ -514,6 +514,18 @@ func confRejectsInvalid(t *testing.T, c *conf) {
 			t.Errorf("Report %s: got nil error, want one", tc.name)
 		}
 	}
+	unlocks := []struct {
+		name string
+		req  UnlockRequest
+	}{
+		{"empty lock key", UnlockRequest{Locks: []string{c.key("lock", "invalid"), ""}}},
+		{"empty failure key", UnlockRequest{Failures: []string{""}}},
+	}
+	for _, tc := range unlocks {
+		if _, err := c.a.Unlock(ctx, &tc.req); err == nil {
+			t.Errorf("Unlock %s: got nil error, want one", tc.name)
+		}
+	}
 	// Nothing above was written.
 	res := c.check(t, c.a, CheckRequest{Rules: []Rule{rule}, Locks: []LockRef{{Key: c.key("lock", "invalid")}}})
 	if !res.Allowed || res.Rules[0].Count != 1 {

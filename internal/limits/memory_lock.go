@@ -69,13 +69,14 @@ func (s *MemoryStore) Report(ctx context.Context, req *ReportRequest) (ReportRes
 
 // Unlock deletes the named lock records and failure logs in one critical
 // section and reports whether any of the locks was active. ctx is not
-// consulted; it fails only after Close.
+// consulted; it fails for a nil request or an empty key (as Redis does) and
+// after Close.
 func (s *MemoryStore) Unlock(ctx context.Context, req *UnlockRequest) (bool, error) {
 	if err := s.open(); err != nil {
 		return false, err
 	}
-	if req == nil {
-		return false, fmt.Errorf("memory unlock: nil request")
+	if err := memValidateUnlock(req); err != nil {
+		return false, fmt.Errorf("memory unlock: %w", err)
 	}
 	var buf [16]int
 	set := buf[:0]

@@ -63,6 +63,23 @@ func memValidateReport(req *ReportRequest) error {
 	return memValidateNonce(req.Nonce)
 }
 
+func memValidateUnlock(req *UnlockRequest) error {
+	if req == nil {
+		return errors.New("nil request")
+	}
+	for i, k := range req.Locks {
+		if k == "" {
+			return fmt.Errorf("lock %d: empty key", i)
+		}
+	}
+	for i, k := range req.Failures {
+		if k == "" {
+			return fmt.Errorf("failure log %d: empty key", i)
+		}
+	}
+	return nil
+}
+
 func memValidateLog(key string, limit int, window time.Duration) error {
 	switch {
 	case key == "":
