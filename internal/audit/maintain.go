@@ -2,7 +2,6 @@ package audit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -197,20 +196,23 @@ func createPartition(ctx context.Context, tx pgx.Tx, d time.Time, defaultHasRows
 }
 
 // RunMaintenance runs Maintain now and then every MaintenanceInterval until
-// ctx ends; failures are logged and retried at the next tick. It returns
-// ctx's error.
+// ctx ends; a failure is logged and retried after MaintenanceRetry. It
+// returns ctx's error.
 func (s *PGStore) RunMaintenance(ctx context.Context) error {
-	t := time.NewTicker(s.cfg.MaintenanceInterval)
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
-		if _, err := s.Maintain(ctx, s.cfg.Now()); err != nil && !errors.Is(err, context.Canceled) {
-			s.logger.Error("audit partition maintenance failed", "err", err)
-		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
 		}
+		next := s.cfg.MaintenanceInterval
+		if _, err := s.Maintain(ctx, s.cfg.Now()); err != nil && ctx.Err() == nil {
+			s.logger.Error("audit partition maintenance failed", "err", err, "retry_in", s.cfg.MaintenanceRetry.String())
+			next = s.cfg.MaintenanceRetry
+		}
+		t.Reset(next)
 	}
 }
 

@@ -2,8 +2,11 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // An event written while Maintain runs, for a day that has no partition
@@ -61,5 +64,47 @@ func TestMaintainWithConcurrentInsertIntoDefault(t *testing.T) {
 	}
 	if want := partitionName(day); where != want {
 		t.Errorf("got the event in %s, want %s", where, want)
+	}
+}
+
+// Maintenance that fails (Postgres not up yet when Guard starts, or not
+// migrated yet) is retried soon, not an interval (an hour) later, while
+// events for a day without a partition pile up in the default partition.
+func TestRunMaintenanceRetriesSoonAfterFailure(t *testing.T) {
+	needPostgres(t, testDB.err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	u, drop, err := createTestDatabase(ctx, "guard_audit_maintretry_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drop()
+	pool, err := pgxpool.New(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	reports := make(chan MaintenanceReport, 10)
+	s := NewPGStore(discardLogger(), pool, PGConfig{MaintenanceInterval: time.Hour,
+		MaintenanceRetry: 20 * time.Millisecond, OnMaintain: func(r MaintenanceReport) { reports <- r }})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.RunMaintenance(runCtx) }()
+	// The first run fails: the schema is not there yet.
+	time.Sleep(50 * time.Millisecond)
+	if _, _, err := Migrate(ctx, u, MigrateUp); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-reports:
+		if len(r.Created) == 0 {
+			t.Errorf("got report %+v, want today's partitions created", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("maintenance did not run again after failing")
+	}
+	stop()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("got %v from RunMaintenance, want context.Canceled", err)
 	}
 }

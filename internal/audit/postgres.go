@@ -27,6 +27,11 @@ type PGConfig struct {
 	// MaintenanceInterval is how often RunMaintenance runs Maintain.
 	// Default 1h.
 	MaintenanceInterval time.Duration
+	// MaintenanceRetry is how soon RunMaintenance runs Maintain again after
+	// it failed (Postgres not up yet at start): until it succeeds, a day
+	// without a partition keeps its events in the default partition.
+	// Default 1m, at most MaintenanceInterval.
+	MaintenanceRetry time.Duration
 	// Now is the clock for RunMaintenance. Default time.Now.
 	Now func() time.Time
 	// OnMaintain, if set, receives every Maintain's report (for the
@@ -60,6 +65,10 @@ func NewPGStore(logger *slog.Logger, pool *pgxpool.Pool, cfg PGConfig) *PGStore 
 	if cfg.MaintenanceInterval <= 0 {
 		cfg.MaintenanceInterval = time.Hour
 	}
+	if cfg.MaintenanceRetry <= 0 {
+		cfg.MaintenanceRetry = time.Minute
+	}
+	cfg.MaintenanceRetry = min(cfg.MaintenanceRetry, cfg.MaintenanceInterval)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
