@@ -39,6 +39,16 @@ type inflight struct {
 	batch []Event
 	done  chan writeResult // buffered: the goroutine never waits for the loop
 	epoch uint64           // Writer.upEpoch when the write started
+	res   *writeResult     // received from done ahead of its turn
+}
+
+// result waits for f's write (unless received already) and returns it.
+func (f *inflight) result() writeResult {
+	if f.res == nil {
+		r := <-f.done
+		f.res = &r
+	}
+	return *f.res
 }
 
 // writeResult is what one batch's write did. Counters and hooks are
@@ -57,6 +67,9 @@ func (w *Writer) run() {
 	defer ticker.Stop()
 	batch := w.newBatch()
 	for {
+		for len(w.inflight) > 0 && w.inflight[0].res != nil {
+			w.complete(*w.inflight[0].res)
+		}
 		var oldest chan writeResult
 		if len(w.inflight) > 0 {
 			oldest = w.inflight[0].done
@@ -105,7 +118,7 @@ func (w *Writer) release(batch []Event) {
 // while the store is down or older events still wait there.
 func (w *Writer) flush(batch []Event) {
 	for len(w.inflight) >= w.cfg.MaxInFlight {
-		w.complete(<-w.inflight[0].done)
+		w.complete(w.inflight[0].result())
 	}
 	if w.spool != nil {
 		if pending, _ := w.spool.stats(); pending > 0 || !w.up.Load() {
@@ -135,7 +148,7 @@ func (w *Writer) flush(batch []Event) {
 // drain waits for every write in flight and applies its result.
 func (w *Writer) drain() {
 	for len(w.inflight) > 0 {
-		w.complete(<-w.inflight[0].done)
+		w.complete(w.inflight[0].result())
 	}
 }
 
@@ -158,7 +171,7 @@ func (w *Writer) complete(r writeResult) {
 		return
 	}
 	stale := f.epoch != w.upEpoch
-	if !stale && w.ctx.Err() == nil {
+	if !stale && w.ctx.Err() == nil && !w.laterWriteSucceeded() {
 		// A stale write started before the store came back: its failure
 		// belongs to an outage already reported and over. A write cut
 		// short by Close's deadline says nothing about the store.
@@ -185,6 +198,21 @@ func (w *Writer) complete(r writeResult) {
 			return
 		}
 	}
+}
+
+// laterWriteSucceeded waits for the writes in flight started after the
+// failed one (they run at the same time, so at most InsertTimeout) and
+// reports whether one succeeded: then the store is up and only that write
+// failed (a dead pooled connection, say), which is no outage to report.
+// Their results are applied in their turn.
+func (w *Writer) laterWriteSucceeded() bool {
+	ok := false
+	for _, g := range w.inflight {
+		if g.result().err == nil {
+			ok = true
+		}
+	}
+	return ok
 }
 
 // applied counts a successful write and reports the store up.

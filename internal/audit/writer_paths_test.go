@@ -301,3 +301,61 @@ func TestWriterStaleFailureDoesNotFlap(t *testing.T) {
 		t.Errorf("got store states %v, want %v", states, want)
 	}
 }
+
+// firstFails is a MemoryStore whose first write of the event failID fails
+// slowly (a dead pooled connection timing out) while every other write
+// succeeds at once.
+type firstFails struct {
+	*MemoryStore
+	failID string
+	failed atomic.Bool
+}
+
+func (s *firstFails) Insert(ctx context.Context, events []Event) error {
+	if slices.ContainsFunc(events, func(e Event) bool { return e.ID == s.failID }) && !s.failed.Swap(true) {
+		time.Sleep(50 * time.Millisecond)
+		return errOutage
+	}
+	return s.MemoryStore.Insert(ctx, events)
+}
+
+// Two batches in flight: the first one's write fails, the second one,
+// started later, succeeds. The store is evidently up, so no outage is
+// reported (a postgres_down alert followed at once by postgres_recovered),
+// and the failed batch is still written exactly once.
+func TestWriterOneFailedWriteAmongSuccessesIsNotAnOutage(t *testing.T) {
+	for _, withSpool := range []bool{true, false} {
+		t.Run(map[bool]string{true: "spool", false: "no spool"}[withSpool], func(t *testing.T) {
+			s := &firstFails{MemoryStore: NewMemoryStore(0), failID: "ff000000"}
+			var mu sync.Mutex
+			var states []bool
+			cfg := WriterConfig{BatchSize: 5, FlushInterval: time.Hour, RetryInterval: 10 * time.Millisecond}
+			if withSpool {
+				cfg.SpoolDir = t.TempDir()
+			}
+			w := newTestWriter(t, cfg, s, WriterHooks{OnStoreState: func(up bool, _ time.Time, _ error) {
+				mu.Lock()
+				states = append(states, up)
+				mu.Unlock()
+			}})
+			evs := genEvents("ff", 10, time.Now(), time.Millisecond)
+			for _, e := range evs {
+				w.Record(e)
+			}
+			if err := w.Close(context.Background()); err != nil {
+				t.Fatalf("close: %v", err)
+			}
+			if got := s.Len(); got != len(evs) {
+				t.Errorf("got %d stored, want %d", got, len(evs))
+			}
+			if st := w.Stats(); st.Written != uint64(len(evs)) || st.Dropped != 0 {
+				t.Errorf("got written %d dropped %d, want %d and 0", st.Written, st.Dropped, len(evs))
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(states) != 0 {
+				t.Errorf("got store states %v, want none", states)
+			}
+		})
+	}
+}
