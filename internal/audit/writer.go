@@ -114,6 +114,7 @@ type Writer struct {
 	spoolFull atomic.Bool
 	downSince time.Time   // writer goroutine only
 	lastProbe time.Time   // writer goroutine only
+	probe     chan error  // a ping in flight while the store is down; writer goroutine only
 	inflight  []*inflight // writes in flight, oldest first; writer goroutine only
 	free      [][]Event   // batch arrays to reuse; writer goroutine only
 	upEpoch   uint64      // how often the store came back; writer goroutine only

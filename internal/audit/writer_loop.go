@@ -83,6 +83,8 @@ func (w *Writer) run() {
 			}
 		case r := <-oldest:
 			w.complete(r)
+		case err := <-w.probe:
+			w.probed(err)
 		case <-ticker.C:
 			if len(batch) > 0 {
 				w.flush(batch)
@@ -292,8 +294,9 @@ func (w *Writer) toSpool(batch []Event, maybeStored bool) []Event {
 	return rest
 }
 
-// tick runs every FlushInterval: group fsync of the spool, and replay (or
-// a probe) when events wait there.
+// tick runs every FlushInterval: group fsync of the spool, and replay when
+// events wait there, or, while the store is down, a probe every
+// RetryInterval.
 func (w *Writer) tick() {
 	if w.spool == nil {
 		return
@@ -301,23 +304,42 @@ func (w *Writer) tick() {
 	if err := w.spool.sync(); err != nil {
 		w.logger.Error("audit spool fsync failed", "err", err)
 	}
-	pending, _ := w.spool.stats()
-	if !w.up.Load() && w.cfg.Now().Sub(w.lastProbe) < w.cfg.RetryInterval {
+	if !w.up.Load() {
+		// A ping on the side, never a write on this goroutine: a store that
+		// does not answer would hold the loop for InsertTimeout per probe,
+		// with new events waiting unspooled and the spool unsynced.
+		if w.probe != nil || w.cfg.Now().Sub(w.lastProbe) < w.cfg.RetryInterval {
+			return
+		}
+		w.lastProbe = w.cfg.Now()
+		probe := make(chan error, 1)
+		w.probe = probe
+		go func() {
+			ctx, cancel := context.WithTimeout(w.ctx, w.cfg.InsertTimeout)
+			defer cancel()
+			probe <- w.store.Ping(ctx)
+		}()
+		return
+	}
+	if pending, _ := w.spool.stats(); pending > 0 {
+		// Replay for about one interval, then let the loop drain the queue.
+		w.replay(w.cfg.Now().Add(w.cfg.FlushInterval))
+	}
+}
+
+// probed takes a probe's answer: the store answers again, so the spool's
+// replay (whose success reports the store up) is tried, or, with nothing
+// to replay, the store is reported up at once.
+func (w *Writer) probed(err error) {
+	w.probe = nil
+	if err != nil || w.up.Load() {
 		return
 	}
 	w.lastProbe = w.cfg.Now()
-	if pending == 0 {
-		if !w.up.Load() {
-			// Nothing to replay (the spool filled up): probe instead.
-			ctx, cancel := context.WithTimeout(w.ctx, w.cfg.InsertTimeout)
-			if err := w.store.Ping(ctx); err == nil {
-				w.markUp()
-			}
-			cancel()
-		}
+	if pending, _ := w.spool.stats(); pending == 0 {
+		w.markUp()
 		return
 	}
-	// Replay for about one interval, then let the loop drain the queue.
 	w.replay(w.cfg.Now().Add(w.cfg.FlushInterval))
 }
 

@@ -359,3 +359,57 @@ func TestWriterOneFailedWriteAmongSuccessesIsNotAnOutage(t *testing.T) {
 		})
 	}
 }
+
+// hangingStore is a MemoryStore that, while hang is set, answers nothing:
+// writes and pings wait until their deadline (a Postgres behind a network
+// partition rather than one refusing connections). It counts writes.
+type hangingStore struct {
+	*MemoryStore
+	hang   atomic.Bool
+	writes atomic.Int32
+}
+
+func (s *hangingStore) Insert(ctx context.Context, events []Event) error {
+	s.writes.Add(1)
+	if s.hang.Load() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return s.MemoryStore.Insert(ctx, events)
+}
+
+func (s *hangingStore) Ping(ctx context.Context) error {
+	if s.hang.Load() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return nil
+}
+
+// While the store does not answer, it is probed with a ping on the side,
+// not with a spool replay on the writer goroutine: each such write would
+// hold the writer for InsertTimeout, during which new events wait in
+// memory unspooled and the spool goes without fsync, stretching the crash
+// loss bound from one FlushInterval to InsertTimeout.
+func TestWriterProbesHangingStoreWithoutWrites(t *testing.T) {
+	s := &hangingStore{MemoryStore: NewMemoryStore(0)}
+	s.hang.Store(true)
+	w := newTestWriter(t, WriterConfig{BatchSize: 5, FlushInterval: 5 * time.Millisecond,
+		RetryInterval: 20 * time.Millisecond, InsertTimeout: 150 * time.Millisecond, SpoolDir: t.TempDir()}, s, WriterHooks{})
+	evs := genEvents("hg", 60, time.Now(), time.Millisecond)
+	for _, e := range evs[:5] {
+		w.Record(e)
+	}
+	waitFor(t, "the outage noticed", func() bool { return !w.PostgresUp() && w.Stats().SpoolEvents == 5 })
+	before := s.writes.Load()
+	for _, e := range evs[5:] {
+		w.Record(e)
+		time.Sleep(5 * time.Millisecond) // several retry intervals and timeouts
+	}
+	waitFor(t, "events spooled", func() bool { return w.Stats().SpoolEvents == len(evs) })
+	if got := s.writes.Load() - before; got != 0 {
+		t.Errorf("got %d writes to a store that does not answer, want 0 (probes are pings)", got)
+	}
+	s.hang.Store(false)
+	waitFor(t, "spool replayed", func() bool { return w.PostgresUp() && w.Backlog() == 0 && s.Len() == len(evs) })
+}
