@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,9 +41,12 @@ func partitionName(t time.Time) string {
 // found in the default partition into partitions of their own days, and
 // drops every partition that ends before now-Retention (and default rows
 // that old). It runs in one transaction under an advisory lock, so several
-// Guard instances may call it at once, and holds off inserts (not reads)
-// while it runs, so a row landing in the default partition meanwhile never
-// fails it. Run it at start and hourly (RunMaintenance).
+// Guard instances may call it at once. When there is work, it locks
+// audit_events (reads and writes wait the milliseconds it takes; creating
+// and dropping partitions needs that lock anyway), so a row landing in the
+// default partition meanwhile never fails it; it gives up after
+// maintainLockTimeout rather than hold writers queued behind a long query.
+// Run it at start and hourly (RunMaintenance).
 func (s *PGStore) Maintain(ctx context.Context, now time.Time) (MaintenanceReport, error) {
 	var rep MaintenanceReport
 	now = now.UTC()
@@ -57,70 +61,42 @@ func (s *PGStore) Maintain(ctx context.Context, now time.Time) (MaintenanceRepor
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('guard audit maintenance'))`); err != nil {
 		return rep, fmt.Errorf("audit maintain: lock: %w", err)
 	}
-	// Hold off inserts (reads go on) until commit: a row committed into the
-	// default partition after the count below would make Postgres refuse
-	// the partition of its day, failing the whole run. The lock waits for
-	// writes in progress, and inserts wait the few milliseconds a run takes.
-	if _, err := tx.Exec(ctx, `LOCK TABLE audit_events IN SHARE ROW EXCLUSIVE MODE`); err != nil {
-		return rep, fmt.Errorf("audit maintain: lock table: %w", err)
+	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = `+strconv.Itoa(int(maintainLockTimeout.Milliseconds()))); err != nil {
+		return rep, fmt.Errorf("audit maintain: lock timeout: %w", err)
 	}
-	if err := tx.QueryRow(ctx, `SELECT count(*) FROM audit_events_default`).Scan(&rep.DefaultRows); err != nil {
-		return rep, fmt.Errorf("audit maintain: count default: %w", err)
+	p, err := s.plan(ctx, tx, now, cutoff)
+	if err != nil {
+		return rep, err
 	}
+	if p.work() {
+		// Inserts committed after the plan could put rows in the default
+		// partition of a day about to get its partition, which Postgres
+		// then refuses to create. Take the lock creating and dropping
+		// partitions needs anyway, in one step while holding no lock on
+		// audit_events (only a share lock on the default partition, which
+		// inserts and queries never conflict with), so an insert that
+		// holds a weaker lock and asks for more goes first instead of
+		// deadlocking; then plan again with nothing moving.
+		if _, err := tx.Exec(ctx, `LOCK TABLE audit_events IN ACCESS EXCLUSIVE MODE`); err != nil {
+			return rep, fmt.Errorf("audit maintain: lock table: %w", err)
+		}
+		if p, err = s.plan(ctx, tx, now, cutoff); err != nil {
+			return rep, err
+		}
+	}
+	rep.DefaultRows = p.defaultRows
 	if rep.DefaultRows > 0 {
 		if _, err := tx.Exec(ctx, `DELETE FROM audit_events_default WHERE at < $1`, cutoffDay); err != nil {
 			return rep, fmt.Errorf("audit maintain: expire default: %w", err)
 		}
 	}
-
-	days := map[time.Time]bool{}
-	for i := -1; i <= s.cfg.PartitionsAhead; i++ { // yesterday too: late events near midnight
-		days[now.Truncate(day).Add(time.Duration(i)*day)] = true
-	}
-	if rep.DefaultRows > 0 {
-		rows, err := tx.Query(ctx, `SELECT DISTINCT date_bin('1 day', at, TIMESTAMPTZ '1970-01-01 00:00:00+00')
-			FROM audit_events_default`)
-		if err != nil {
-			return rep, fmt.Errorf("audit maintain: default days: %w", err)
-		}
-		defDays, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
-		if err != nil {
-			return rep, fmt.Errorf("audit maintain: default days: %w", err)
-		}
-		for _, d := range defDays {
-			days[d.UTC()] = true
-		}
-	}
-	existing, err := partitions(ctx, tx)
-	if err != nil {
-		return rep, err
-	}
-	var todo []time.Time
-	for d := range days {
-		if !existing[partitionName(d)] && d.Add(day).After(cutoff) {
-			todo = append(todo, d)
-		}
-	}
-	sort.Slice(todo, func(i, j int) bool { return todo[i].Before(todo[j]) })
-	for _, d := range todo {
+	for _, d := range p.create {
 		if err := createPartition(ctx, tx, d, rep.DefaultRows > 0); err != nil {
 			return rep, err
 		}
 		rep.Created = append(rep.Created, partitionName(d))
 	}
-
-	var drop []string
-	for name := range existing {
-		d, err := time.Parse(partitionLayout, strings.TrimPrefix(name, partitionPrefix))
-		if err != nil {
-			continue // not one of ours; leave it alone
-		}
-		if !d.Add(day).After(cutoff) {
-			drop = append(drop, name)
-		}
-	}
-	sort.Strings(drop)
-	for _, name := range drop {
+	for _, name := range p.drop {
 		if _, err := tx.Exec(ctx, `DROP TABLE IF EXISTS `+pgx.Identifier{name}.Sanitize()); err != nil {
 			return rep, fmt.Errorf("audit maintain: drop %s: %w", name, err)
 		}
@@ -139,6 +115,71 @@ func (s *PGStore) Maintain(ctx context.Context, now time.Time) (MaintenanceRepor
 		s.cfg.OnMaintain(rep)
 	}
 	return rep, nil
+}
+
+// maintainLockTimeout bounds how long Maintain waits for a lock: writers
+// queue behind a waiting ACCESS EXCLUSIVE request, so a long query must
+// make maintenance give up (and retry), not stall every audit write.
+const maintainLockTimeout = time.Second
+
+// maintenancePlan is what Maintain is to do.
+type maintenancePlan struct {
+	defaultRows int64
+	create      []time.Time // days to create partitions for, oldest first
+	drop        []string    // partitions past the retention, sorted
+}
+
+func (p maintenancePlan) work() bool {
+	return p.defaultRows > 0 || len(p.create) > 0 || len(p.drop) > 0
+}
+
+// plan reads what Maintain must do for now: the default partition's rows,
+// the missing partitions of the window and of the default rows' days, and
+// the partitions that end before cutoff.
+func (s *PGStore) plan(ctx context.Context, tx pgx.Tx, now, cutoff time.Time) (maintenancePlan, error) {
+	var p maintenancePlan
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM audit_events_default`).Scan(&p.defaultRows); err != nil {
+		return p, fmt.Errorf("audit maintain: count default: %w", err)
+	}
+	days := map[time.Time]bool{}
+	for i := -1; i <= s.cfg.PartitionsAhead; i++ { // yesterday too: late events near midnight
+		days[now.Truncate(day).Add(time.Duration(i)*day)] = true
+	}
+	if p.defaultRows > 0 {
+		rows, err := tx.Query(ctx, `SELECT DISTINCT date_bin('1 day', at, TIMESTAMPTZ '1970-01-01 00:00:00+00')
+			FROM audit_events_default`)
+		if err != nil {
+			return p, fmt.Errorf("audit maintain: default days: %w", err)
+		}
+		defDays, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
+		if err != nil {
+			return p, fmt.Errorf("audit maintain: default days: %w", err)
+		}
+		for _, d := range defDays {
+			days[d.UTC()] = true
+		}
+	}
+	existing, err := partitions(ctx, tx)
+	if err != nil {
+		return p, err
+	}
+	for d := range days {
+		if !existing[partitionName(d)] && d.Add(day).After(cutoff) {
+			p.create = append(p.create, d)
+		}
+	}
+	sort.Slice(p.create, func(i, j int) bool { return p.create[i].Before(p.create[j]) })
+	for name := range existing {
+		d, err := time.Parse(partitionLayout, strings.TrimPrefix(name, partitionPrefix))
+		if err != nil {
+			continue // not one of ours; leave it alone
+		}
+		if !d.Add(day).After(cutoff) {
+			p.drop = append(p.drop, name)
+		}
+	}
+	sort.Strings(p.drop)
+	return p, nil
 }
 
 // DefaultRows returns the default partition's row count seen by the last

@@ -3,6 +3,8 @@ package audit
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -106,5 +108,68 @@ func TestRunMaintenanceRetriesSoonAfterFailure(t *testing.T) {
 	stop()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("got %v from RunMaintenance, want context.Canceled", err)
+	}
+}
+
+// Two Guard instances maintaining at once, while events arrive: both runs
+// succeed, each partition is created once, and every event lands in its
+// day's partition.
+func TestMaintainConcurrentInstances(t *testing.T) {
+	ctx := context.Background()
+	pool := testPool(t)
+	cfg := PGConfig{Retention: 1_000_000 * time.Hour, PartitionsAhead: 2}
+	a, b := NewPGStore(discardLogger(), pool, cfg), NewPGStore(discardLogger(), pool, cfg)
+	now := time.Date(2035, 2, 20, 23, 59, 59, 0, time.UTC) // a second before midnight
+	for i := -1; i <= 3; i++ {
+		if _, err := pool.Exec(ctx, `DROP TABLE IF EXISTS `+partitionName(now.AddDate(0, 0, i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs := genEvents("cc", 200, now, 10*time.Millisecond) // across midnight
+	errs := make(chan error, 3)
+	created := make(chan []string, 2)
+	for _, s := range []*PGStore{a, b} {
+		go func() {
+			rep, err := s.Maintain(ctx, now)
+			created <- rep.Created
+			errs <- err
+		}()
+	}
+	go func() { errs <- a.Insert(ctx, evs) }()
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent maintain/insert: %v", err)
+		}
+	}
+	var all []string
+	for range 2 {
+		all = append(all, <-created...)
+	}
+	// The insert may have landed in the default partition first; then the
+	// next run moves it, as RunMaintenance would an hour (or a retry) later.
+	if _, err := a.Maintain(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(all)
+	want := []string{partitionName(now.AddDate(0, 0, -1)), partitionName(now),
+		partitionName(now.AddDate(0, 0, 1)), partitionName(now.AddDate(0, 0, 2))}
+	if !slices.Equal(all, want) {
+		t.Errorf("got created %v, want each of %v once", all, want)
+	}
+	rows, err := pool.Query(ctx, `SELECT tableoid::regclass::text, count(*) FROM audit_events GROUP BY 1 ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for rows.Next() {
+		var name string
+		var n int
+		if err := rows.Scan(&name, &n); err != nil {
+			t.Fatal(err)
+		}
+		got[name] = n
+	}
+	if w := map[string]int{partitionName(now): 100, partitionName(now.AddDate(0, 0, 1)): 100}; !maps.Equal(got, w) {
+		t.Errorf("got rows per partition %v, want %v", got, w)
 	}
 }
