@@ -21,10 +21,13 @@ var CSVHeader = []string{
 
 // CSVRecord returns the event as one CSV row matching CSVHeader; fields that
 // do not apply (JSON null) are empty. A cell that a spreadsheet would run
-// as a formula (starting with =, +, -, @, tab or carriage return: a user
-// named "=HYPERLINK(...)" is the caller's choice, the analyst opening the
-// export is not) gets a leading apostrophe, which spreadsheets hide and
-// take as "this is text". NDJSON is the export that keeps every byte.
+// as a formula (starting with =, @, tab or carriage return, or with + or -
+// followed by more than digits, spaces and . ( ) + -: a user named
+// "=HYPERLINK(...)" is the caller's choice, the analyst opening the export
+// is not) gets a leading apostrophe, which spreadsheets hide and take as
+// "this is text". Phone numbers such as "+1 (555) 123-4567" stay as they
+// are: a spreadsheet reads them as a number at worst, never as a call.
+// NDJSON is the export that keeps every byte.
 func (e Event) CSVRecord() []string {
 	r := e.csvCells()
 	for i, c := range r {
@@ -36,8 +39,16 @@ func (e Event) CSVRecord() []string {
 // neutralizeFormula prefixes an apostrophe to a cell a spreadsheet would
 // evaluate (OWASP's CSV injection advice).
 func neutralizeFormula(c string) string {
-	if c != "" && strings.IndexByte("=+-@\t\r", c[0]) >= 0 {
+	if c == "" {
+		return c
+	}
+	switch c[0] {
+	case '=', '@', '\t', '\r':
 		return "'" + c
+	case '+', '-':
+		if strings.Trim(c, "0123456789 .()+-") != "" {
+			return "'" + c
+		}
 	}
 	return c
 }
