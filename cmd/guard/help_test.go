@@ -22,6 +22,7 @@ func TestHelp(t *testing.T) {
 		{"guard migrate up --help", []string{"migrate", "up", "--help"}, []string{"up|down|version"}},
 		{"guard audit --help", []string{"audit", "--help"}, []string{"-user", "-ip", "-device", "-action", "-decision", "-reason", "-kind", "-since", "-until", "-limit", "-format", "GUARD_API_KEY"}},
 		{"guard bench --help", []string{"bench", "--help"}, []string{"-duration", "-concurrency", "-redis-url"}},
+		{"guard health --help", []string{"health", "--help"}, []string{"/healthz", "-ready", "-url"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -30,6 +30,7 @@ func commands() []command {
 		{"migrate", "apply or revert the audit database schema (up, down, version)", runMigrate},
 		{"audit", "search or export the audit trail of a running Guard", runAudit},
 		{"bench", "measure decisions/s: Redis store, HTTP API and raw Redis", runBench},
+		{"health", "ask a running Guard whether it is alive or ready (for container health checks)", runHealth},
 		{"help", "describe guard or one command", nil},
 	}
 }
