@@ -120,11 +120,24 @@ func newApp(ctx context.Context, logger *slog.Logger, cfg *Config, opts appOptio
 	return a, nil
 }
 
+// onMaintain publishes a partition maintenance: rows in the default
+// partition (their day had no partition) are a metric and an alert until a
+// later maintenance finds none.
+func (a *app) onMaintain(rep audit.MaintenanceReport) {
+	a.metrics.SetAuditDefaultRows(rep.DefaultRows)
+	if rep.DefaultRows > 0 {
+		a.alerts.Down(alert.AuditPartition, time.Now(), fmt.Sprintf(
+			"%d audit rows landed in audit_events_default (no partition for their day); maintenance moves them", rep.DefaultRows))
+		return
+	}
+	a.alerts.Up(alert.AuditPartition, time.Now(), "")
+}
+
 // alertEvents are every event the notifier can send, so guard_alerts_total
 // has its series from the start.
 func alertEvents() []string {
 	var out []string
-	for _, c := range []alert.Condition{alert.Redis, alert.Postgres, alert.Spool} {
+	for _, c := range []alert.Condition{alert.Redis, alert.Postgres, alert.Spool, alert.AuditPartition} {
 		out = append(out, c.DownEvent(), c.UpEvent())
 	}
 	return out
@@ -240,7 +253,10 @@ func (a *app) buildAudit(ctx context.Context, migrate bool) error {
 	if err != nil {
 		return fmt.Errorf("postgres pool: %w", err)
 	}
-	pg := audit.NewPGStore(a.log, a.pool, audit.PGConfig{Retention: a.cfg.Audit.Retention})
+	pg := audit.NewPGStore(a.log, a.pool, audit.PGConfig{
+		Retention:  a.cfg.Audit.Retention,
+		OnMaintain: a.onMaintain,
+	})
 	pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := pg.Ping(pingCtx); err != nil {

@@ -4,7 +4,7 @@
 //
 // # Deduplication and hysteresis
 //
-// Each Condition (redis, postgres, spool) is either up or down. Down
+// Each Condition (redis, postgres, spool, audit_partition) is either up or down. Down
 // announces "<condition>_down" at once; repeating Down while down is a
 // no-op. Up does not announce "<condition>_recovered" at once: the
 // condition must stay up for Hold first. If it goes down again within Hold
@@ -45,12 +45,19 @@ const (
 	// Spool: the audit spool is full and events are being dropped;
 	// spool_full and spool_recovered.
 	Spool Condition = "spool"
+	// AuditPartition: audit rows landed in the default partition (their day
+	// had no partition); audit_default_partition and
+	// audit_partition_recovered.
+	AuditPartition Condition = "audit_partition"
 )
 
 // DownEvent returns the event sent when c goes down, e.g. "redis_down".
 func (c Condition) DownEvent() string {
-	if c == Spool {
+	switch c {
+	case Spool:
 		return "spool_full"
+	case AuditPartition:
+		return "audit_default_partition"
 	}
 	return string(c) + "_down"
 }

@@ -53,6 +53,7 @@ type Metrics struct {
 	auditWritten   prometheus.Counter
 	auditDropped   prometheus.Counter
 	spoolBytes     prometheus.Gauge
+	defaultRows    prometheus.Gauge
 	alerts         *prometheus.CounterVec
 	actionLabels   labelSet
 	decisionLabels labelSet
@@ -121,6 +122,10 @@ func New() *Metrics {
 			Name: "guard_audit_spool_bytes",
 			Help: "Size of the audit spool on disk in bytes.",
 		}),
+		defaultRows: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "guard_audit_default_partition_rows",
+			Help: "Rows found in audit_events_default at the last partition maintenance (should be 0: events whose day had no partition).",
+		}),
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "guard_alerts_total",
 			Help: "Alert webhooks by event and result (sent, failed, dropped).",
@@ -129,7 +134,7 @@ func New() *Metrics {
 	m.reg.MustRegister(
 		m.decisions, m.duration, m.degradedTotal, m.degraded, m.redisUp,
 		m.redisErrors, m.breaker, m.postgresUp, m.auditBacklog, m.auditWritten,
-		m.auditDropped, m.spoolBytes, m.alerts,
+		m.auditDropped, m.spoolBytes, m.defaultRows, m.alerts,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -233,6 +238,9 @@ func (m *Metrics) AddAuditDropped(n int) {
 
 // SetSpoolBytes sets guard_audit_spool_bytes to n bytes.
 func (m *Metrics) SetSpoolBytes(n int64) { m.spoolBytes.Set(float64(n)) }
+
+// SetAuditDefaultRows sets guard_audit_default_partition_rows to n rows.
+func (m *Metrics) SetAuditDefaultRows(n int64) { m.defaultRows.Set(float64(n)) }
 
 // AlertSent counts one alert delivery attempt's outcome: event such as
 // "redis_down", result "sent", "failed" or "dropped".

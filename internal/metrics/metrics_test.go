@@ -57,6 +57,7 @@ func TestExposition(t *testing.T) {
 	m.AddAuditWritten(-5) // ignored
 	m.AddAuditDropped(3)
 	m.SetSpoolBytes(4096)
+	m.SetAuditDefaultRows(7)
 	m.AlertSent("redis_down", "sent")
 	m.AlertSent("redis_down", "failed")
 
@@ -80,6 +81,7 @@ func TestExposition(t *testing.T) {
 		`guard_audit_written_total 1000`,
 		`guard_audit_dropped_total 3`,
 		`guard_audit_spool_bytes 4096`,
+		`guard_audit_default_partition_rows 7`,
 		`guard_alerts_total{event="redis_down",result="sent"} 1`,
 		`guard_alerts_total{event="redis_down",result="failed"} 1`,
 	}
