@@ -8,7 +8,9 @@ import (
 	"io"
 	"mime"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
@@ -18,10 +20,19 @@ import (
 // bodies are answered 413 too_large.
 const MaxBodyBytes = 8 << 10
 
+// bodyBuffers holds the buffers request bodies are read into (each
+// MaxBodyBytes+1 long, one more than allowed, to see an oversized body);
+// the decoded values never alias them, so a buffer goes back once decoded.
+var bodyBuffers = sync.Pool{New: func() any {
+	b := make([]byte, MaxBodyBytes+1)
+	return &b
+}}
+
 // readJSONBody checks the Content-Type (application/json, parameters such
 // as charset allowed: else 415) and the size (at most MaxBodyBytes: else
-// 413) and returns the body.
-func readJSONBody(c *gin.Context) ([]byte, error) {
+// 413) and reads the body into buf (MaxBodyBytes+1 long), returning the
+// part read.
+func readJSONBody(c *gin.Context, buf []byte) ([]byte, error) {
 	mt, _, err := mime.ParseMediaType(c.GetHeader("Content-Type"))
 	if err != nil || mt != "application/json" {
 		return nil, errMediaType
@@ -29,20 +40,32 @@ func readJSONBody(c *gin.Context) ([]byte, error) {
 	if c.Request.ContentLength > MaxBodyBytes {
 		return nil, errTooLarge
 	}
-	body, err := io.ReadAll(io.LimitReader(c.Request.Body, MaxBodyBytes+1))
-	if err != nil {
-		return nil, badRequest("", "could not read the request body")
+	// What io.ReadAll(io.LimitReader(body, MaxBodyBytes+1)) reads, into
+	// a reused buffer: up to EOF or one byte past the limit, failing on
+	// any other error.
+	n := 0
+	for n < len(buf) {
+		m, err := c.Request.Body.Read(buf[n:])
+		n += m
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, badRequest("", "could not read the request body")
+		}
 	}
-	if len(body) > MaxBodyBytes {
+	if n > MaxBodyBytes {
 		return nil, errTooLarge
 	}
-	return body, nil
+	return buf[:n], nil
 }
 
 // decodeBody reads the request body and decodes it strictly into dst, a
 // pointer to a struct with json tags; see decodeStrict.
 func decodeBody(c *gin.Context, dst any) error {
-	body, err := readJSONBody(c)
+	bp := bodyBuffers.Get().(*[]byte)
+	defer bodyBuffers.Put(bp)
+	body, err := readJSONBody(c, *bp)
 	if err != nil {
 		return err
 	}
@@ -66,15 +89,15 @@ func decodeStrict(body []byte, dst any) error {
 		return err
 	}
 	allowed := jsonFieldNames(dst)
-	seen := make(map[string]bool, len(keys))
-	for _, k := range keys {
+	for i, k := range keys {
 		if !allowed[k] {
 			return badRequest(k, fmt.Sprintf("unknown field %q", k))
 		}
-		if seen[k] {
+		// Every key before this one is allowed and distinct, so this scan
+		// is at most as long as dst has fields.
+		if slices.Contains(keys[:i], k) {
 			return badRequest(k, fmt.Sprintf("field %q appears more than once", k))
 		}
-		seen[k] = true
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -132,9 +155,25 @@ func typeName(t reflect.Type) string {
 	return "of another type"
 }
 
-// jsonFieldNames returns the json names of the struct dst points to.
+// fieldNames caches jsonFieldNames by type: the request types are few and
+// fixed, and walking their tags by reflection on every request was a
+// measurable share of decoding. Values are map[string]bool, never
+// modified once stored.
+var fieldNames sync.Map
+
+// jsonFieldNames returns the json names of the struct dst points to. The
+// map is shared: callers must not modify it.
 func jsonFieldNames(dst any) map[string]bool {
 	t := reflect.TypeOf(dst)
+	if v, ok := fieldNames.Load(t); ok {
+		return v.(map[string]bool)
+	}
+	names := structFieldNames(t)
+	fieldNames.Store(t, names)
+	return names
+}
+
+func structFieldNames(t reflect.Type) map[string]bool {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -191,7 +230,12 @@ func scanObject(body []byte) ([]string, error) {
 			}
 			if isKey {
 				var k string
-				if json.Unmarshal(body[i:end], &k) != nil {
+				if end-i >= 2 && body[end-1] == '"' && bytes.IndexByte(body[i+1:end-1], '\\') < 0 {
+					// No escapes, and scanString has checked the bytes are
+					// valid UTF-8 without control characters: exactly what
+					// encoding/json would return, without its machinery.
+					k = string(body[i+1 : end-1])
+				} else if json.Unmarshal(body[i:end], &k) != nil {
 					return keys, nil // malformed; encoding/json will say how
 				}
 				keys = append(keys, k)

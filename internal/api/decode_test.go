@@ -1,8 +1,11 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -169,4 +172,53 @@ func TestBodyTooLargeByContentLength(t *testing.T) {
 	if code, _ := errorOf(t, w); code != "too_large" {
 		t.Errorf("code = %s, want too_large", code)
 	}
+}
+
+// FuzzScanObjectKeys: for any JSON object scanObject accepts, the keys it
+// reports are the top-level keys encoding/json reads, in order (the
+// fast path that copies an unescaped key must agree with unquoting).
+func FuzzScanObjectKeys(f *testing.F) {
+	for _, s := range []string{
+		`{"action":"login","user":"a"}`, `{"a\u0062":1,"é":{"x":[1,"y"]},"":null}`, `{"\"":1,"\\":2}`,
+		`{"a":{"b":"c"},"a":1}`, "{\"\xff\":1}", `{"\ud83d\ude00":true}`, `{ "k" : "v" , "l" : [ ] }`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		keys, err := scanObject(body)
+		if err != nil || !json.Valid(body) {
+			return
+		}
+		dec := json.NewDecoder(bytes.NewReader(body))
+		var want []string
+		depth := 0
+		expectKey := false
+		for {
+			tok, err := dec.Token()
+			if err != nil {
+				break
+			}
+			switch v := tok.(type) {
+			case json.Delim:
+				if v == '{' || v == '[' {
+					depth++
+					expectKey = depth == 1 && v == '{'
+					continue
+				}
+				depth--
+			case string:
+				if depth == 1 && expectKey {
+					want = append(want, v)
+					expectKey = false
+					continue
+				}
+			}
+			if depth == 1 {
+				expectKey = true
+			}
+		}
+		if !slices.Equal(keys, want) {
+			t.Fatalf("scanObject(%q) keys = %q; encoding/json reads %q", body, keys, want)
+		}
+	})
 }
