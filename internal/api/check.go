@@ -3,7 +3,6 @@ package api
 import (
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -29,7 +28,8 @@ func (s *server) handleCheck(c *gin.Context) {
 		return
 	}
 	setDecisionHeaders(c.Writer.Header(), d, in.Cost)
-	c.JSON(http.StatusOK, checkResponse(d))
+	r := checkResponse(d)
+	writeCheckJSON(c, &r)
 }
 
 // decide runs one check and reports it to the observer.
@@ -79,7 +79,7 @@ func checkResponse(d abuse.Decision) sdk.CheckResponse {
 		Reason:     d.Reason,
 		DecisionID: d.ID,
 		Degraded:   d.Degraded,
-		Limits:     []sdk.Limit{},
+		Limits:     make([]sdk.Limit, 0, len(d.Limits)),
 	}
 	if d.Allowed {
 		r.Decision = sdk.DecisionAllow
@@ -144,19 +144,41 @@ func (s *server) handleReport(c *gin.Context) {
 // evaluated) and Retry-After on denials that will end.
 func setDecisionHeaders(h http.Header, d abuse.Decision, cost int) {
 	limits := d.Limits // abuse orders them most restrictive first
+	// Canonical keys set directly (what h.Set would store, without
+	// canonicalising on every decision), values sharing one backing array.
+	vals := make([]string, 3)
 	if len(limits) > 0 {
-		policy := make([]string, len(limits))
-		state := make([]string, len(limits))
+		var scratch [256]byte
+		b := scratch[:0]
 		for i, l := range limits {
-			name := sfString(l.Rule)
-			policy[i] = name + ";q=" + strconv.Itoa(l.Limit) + ";w=" + strconv.FormatInt(ceilSeconds(l.Window), 10)
-			state[i] = name + ";r=" + strconv.Itoa(max(l.Remaining, 0)) + ";t=" + strconv.FormatInt(ceilSeconds(l.Reset), 10)
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = appendSFString(b, l.Rule)
+			b = append(b, ";q="...)
+			b = strconv.AppendInt(b, int64(l.Limit), 10)
+			b = append(b, ";w="...)
+			b = strconv.AppendInt(b, ceilSeconds(l.Window), 10)
 		}
-		h.Set("RateLimit-Policy", strings.Join(policy, ", "))
-		h.Set("RateLimit", strings.Join(state, ", "))
+		vals[0] = string(b)
+		b = b[:0]
+		for i, l := range limits {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = appendSFString(b, l.Rule)
+			b = append(b, ";r="...)
+			b = strconv.AppendInt(b, int64(max(l.Remaining, 0)), 10)
+			b = append(b, ";t="...)
+			b = strconv.AppendInt(b, ceilSeconds(l.Reset), 10)
+		}
+		vals[1] = string(b)
+		h["Ratelimit-Policy"] = vals[0:1:1]
+		h["Ratelimit"] = vals[1:2:2]
 	}
 	if secs, ok := retryAfter(d, limits, cost); ok {
-		h.Set("Retry-After", strconv.FormatInt(secs, 10))
+		vals[2] = strconv.FormatInt(secs, 10)
+		h["Retry-After"] = vals[2:3:3]
 	}
 }
 

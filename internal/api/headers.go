@@ -1,9 +1,6 @@
 package api
 
-import (
-	"strings"
-	"time"
-)
+import "time"
 
 // ceilMillis is d in whole milliseconds, rounded up; never negative.
 func ceilMillis(d time.Duration) int64 {
@@ -21,26 +18,22 @@ func ceilSeconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
-// sfString renders s as a structured-field string (RFC 9651): quoted, with
-// backslash and quote escaped; other bytes outside printable ASCII are not
-// allowed there, so they are replaced by "?" (rule names are validated at
-// start and never contain them).
-func sfString(s string) string {
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte('"')
+// appendSFString appends s as a structured-field string (RFC 9651):
+// quoted, with backslash and quote escaped; other bytes outside printable
+// ASCII are not allowed there, so they are replaced by "?" (rule names are
+// validated at start and never contain them).
+func appendSFString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
 		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
+			dst = append(dst, '\\', c)
 		case c < 0x20 || c > 0x7e:
-			b.WriteByte('?')
+			dst = append(dst, '?')
 		default:
-			b.WriteByte(c)
+			dst = append(dst, c)
 		}
 	}
-	b.WriteByte('"')
-	return b.String()
+	return append(dst, '"')
 }
