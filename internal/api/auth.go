@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -85,11 +86,12 @@ func compileKeys(keys []Key) ([]apiKey, error) {
 	return out, nil
 }
 
-// lookup finds the key whose digest matches the presented key. It hashes
+// lookup finds the key whose digest matches the presented key and returns
+// a pointer into keys (so handing it to handlers copies nothing). It hashes
 // the presented key (so comparisons are of equal length) and compares it
 // with every configured digest without stopping at a match, so the time
 // taken says nothing about which key, if any, matched.
-func lookup(keys []apiKey, presented string) (apiKey, bool) {
+func lookup(keys []apiKey, presented string) (*apiKey, bool) {
 	d := sha256.Sum256([]byte(presented))
 	found := -1
 	for i := range keys {
@@ -97,9 +99,9 @@ func lookup(keys []apiKey, presented string) (apiKey, bool) {
 		found = subtle.ConstantTimeSelect(eq, i, found)
 	}
 	if found < 0 {
-		return apiKey{}, false
+		return nil, false
 	}
-	return keys[found], true
+	return &keys[found], true
 }
 
 // bearer extracts the token of an "Authorization: Bearer <token>" header;
@@ -127,7 +129,11 @@ func requireScope(keys []apiKey, scope string) gin.HandlerFunc {
 			writeError(c, errUnauthenticated)
 			return
 		}
-		c.Set(ctxKey, k)
+		if st := stateFrom(c); st != nil {
+			st.key = k
+		} else {
+			c.Set(ctxState, &reqState{base: slog.New(slog.DiscardHandler), key: k})
+		}
 		if !k.has(scope) {
 			writeError(c, errForbidden)
 			return
@@ -138,12 +144,11 @@ func requireScope(keys []apiKey, scope string) gin.HandlerFunc {
 
 // keyFrom returns the authenticated key of the request.
 func keyFrom(c *gin.Context) (apiKey, bool) {
-	v, ok := c.Get(ctxKey)
-	if !ok {
+	st := stateFrom(c)
+	if st == nil || st.key == nil {
 		return apiKey{}, false
 	}
-	k, ok := v.(apiKey)
-	return k, ok
+	return *st.key, true
 }
 
 // keyName is the authenticated key's name ("" before authentication).

@@ -12,11 +12,30 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// Context keys of values the middleware hands to handlers.
-const (
-	ctxLogger = "guard.logger"
-	ctxKey    = "guard.key"
-)
+// ctxState is the context key of the request's *reqState.
+const ctxState = "guard.request"
+
+// reqState is what the middleware hands to handlers, in one allocation
+// per request: the request id, the authenticated key, and the logger
+// carrying the id, built only when something is logged (slog's With
+// formats the attribute up front, which is wasted work on the many
+// requests that log nothing).
+type reqState struct {
+	id     string
+	base   *slog.Logger
+	logger *slog.Logger
+	key    *apiKey
+}
+
+// stateFrom returns the request's state, nil outside the middleware.
+func stateFrom(c *gin.Context) *reqState {
+	if v, ok := c.Get(ctxState); ok {
+		if st, ok := v.(*reqState); ok {
+			return st
+		}
+	}
+	return nil
+}
 
 // maxRequestIDLen bounds a caller-supplied X-Request-ID.
 const maxRequestIDLen = 128
@@ -30,8 +49,10 @@ func requestID(base *slog.Logger) gin.HandlerFunc {
 		if !validRequestID(id) {
 			id = newRequestID()
 		}
-		c.Header("X-Request-ID", id)
-		c.Set(ctxLogger, base.With("request_id", id))
+		// The canonical key, set directly: the same header on the wire
+		// without canonicalising the name on every request.
+		c.Writer.Header()["X-Request-Id"] = []string{id}
+		c.Set(ctxState, &reqState{id: id, base: base})
 		c.Next()
 	}
 }
@@ -59,12 +80,14 @@ func newRequestID() string {
 
 // loggerFrom returns the request's logger (with its request id).
 func loggerFrom(c *gin.Context) *slog.Logger {
-	if v, ok := c.Get(ctxLogger); ok {
-		if l, ok := v.(*slog.Logger); ok {
-			return l
-		}
+	st := stateFrom(c)
+	if st == nil {
+		return slog.New(slog.DiscardHandler)
 	}
-	return slog.New(slog.DiscardHandler)
+	if st.logger == nil {
+		st.logger = st.base.With("request_id", st.id)
+	}
+	return st.logger
 }
 
 // accessLog writes one line per request. It logs the path but not the
@@ -74,6 +97,17 @@ func accessLog(now func() time.Time) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		start := now()
 		c.Next()
+		level := slog.LevelInfo
+		if c.Writer.Status() >= 500 {
+			level = slog.LevelError
+		}
+		ctx := c.Request.Context()
+		// Enabled does not depend on the request id attribute, so the
+		// base logger answers it without building the request's logger;
+		// when the level is off nothing below is worth computing.
+		if st := stateFrom(c); st == nil || !st.base.Enabled(ctx, level) {
+			return
+		}
 		attrs := []any{
 			"method", c.Request.Method,
 			"path", c.Request.URL.Path,
@@ -84,11 +118,7 @@ func accessLog(now func() time.Time) gin.HandlerFunc {
 		if k, ok := keyFrom(c); ok {
 			attrs = append(attrs, "api_key", k.name)
 		}
-		level := slog.LevelInfo
-		if c.Writer.Status() >= 500 {
-			level = slog.LevelError
-		}
-		loggerFrom(c).Log(c.Request.Context(), level, "request", attrs...)
+		loggerFrom(c).Log(ctx, level, "request", attrs...)
 	}
 }
 
