@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -213,11 +214,69 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	if resp.StatusCode/100 != 2 {
 		return c.errorFrom(resp)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	if err := decodeAnswer(resp.Body, out); err != nil {
 		return fmt.Errorf("guard: decode %s %s answer: %w", method, path, err)
 	}
 	return nil
 }
+
+// answerBuffers holds the buffers answers are read into.
+var answerBuffers = sync.Pool{New: func() any {
+	b := make([]byte, 0, 1024)
+	return &b
+}}
+
+// maxBufferedAnswer is how much of an answer decodeAnswer reads before it
+// hands the rest to encoding/json as a stream.
+const maxBufferedAnswer = 64 << 10
+
+// decodeAnswer decodes the first JSON value of body into out, as
+// json.NewDecoder(body).Decode(out) does (it reads the same stream and
+// returns the same errors), but a check answer in Guard's exact form is
+// read without reflection (decodeCheckResponse).
+func decodeAnswer(body io.Reader, out any) error {
+	bp := answerBuffers.Get().(*[]byte)
+	defer answerBuffers.Put(bp)
+	buf, complete, err := readUpTo((*bp)[:0], body, maxBufferedAnswer)
+	*bp = buf[:0]
+	if complete {
+		if cr, ok := out.(*CheckResponse); ok && decodeCheckResponse(buf, cr) {
+			return nil
+		}
+	}
+	src := io.Reader(bytes.NewReader(buf))
+	switch {
+	case err != nil:
+		src = io.MultiReader(src, errReader{err})
+	case !complete:
+		src = io.MultiReader(src, body)
+	}
+	return json.NewDecoder(src).Decode(out)
+}
+
+// readUpTo appends body to buf until EOF (complete), max bytes (not
+// complete: the rest is unread) or another error (returned).
+func readUpTo(buf []byte, body io.Reader, max int) (_ []byte, complete bool, _ error) {
+	for len(buf) < max {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := body.Read(buf[len(buf):min(cap(buf), max)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, true, nil
+		}
+		if err != nil {
+			return buf, false, err
+		}
+	}
+	return buf, false, nil
+}
+
+// errReader returns err once the bytes before it are consumed.
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 
 // errorFrom turns a non-2xx answer into an *Error.
 func (c *Client) errorFrom(resp *http.Response) error {
