@@ -118,14 +118,33 @@ func bearer(h string) (string, bool) {
 // requireScope authenticates the request (401 when the key is missing or
 // unknown) and authorises it for scope (403 otherwise).
 func requireScope(keys []apiKey, scope string) gin.HandlerFunc {
+	return authorize(keys, scope, false)
+}
+
+// requireBrowserScope is requireScope for the review pages: a browser
+// cannot send a Bearer header, so HTTP Basic with the API key as the
+// password (any user name) is accepted as well, and a 401 asks the browser
+// for it with WWW-Authenticate.
+func requireBrowserScope(keys []apiKey, scope string) gin.HandlerFunc {
+	return authorize(keys, scope, true)
+}
+
+func authorize(keys []apiKey, scope string, basic bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		token, ok := bearer(c.GetHeader("Authorization"))
-		if !ok {
-			writeError(c, errUnauthenticated)
-			return
+		if !ok && basic {
+			if _, pw, isBasic := c.Request.BasicAuth(); isBasic && pw != "" {
+				token, ok = pw, true
+			}
 		}
-		k, ok := lookup(keys, token)
+		var k *apiKey
+		if ok {
+			k, ok = lookup(keys, token)
+		}
 		if !ok {
+			if basic {
+				c.Header("WWW-Authenticate", `Basic realm="Guard review pages", charset="UTF-8"`)
+			}
 			writeError(c, errUnauthenticated)
 			return
 		}

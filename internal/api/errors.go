@@ -122,7 +122,8 @@ func writeError(c *gin.Context, err error) {
 	if e.Status >= 500 {
 		loggerFrom(c).Error("request failed", "status", e.Status, "err", err)
 	}
-	if e.Status == http.StatusUnauthorized {
+	if e.Status == http.StatusUnauthorized && c.Writer.Header().Get("WWW-Authenticate") == "" {
+		// The review pages set their own (Basic) challenge first.
 		c.Header("WWW-Authenticate", `Bearer realm="guard"`)
 	}
 	c.Header("Cache-Control", "no-store")

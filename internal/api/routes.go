@@ -16,6 +16,7 @@ func (s *server) routes() *gin.Engine {
 	check := requireScope(s.keys, ScopeCheck)
 	auditRead := requireScope(s.keys, ScopeAuditRead)
 	admin := requireScope(s.keys, ScopeAdmin)
+	review := requireBrowserScope(s.keys, ScopeAuditRead)
 
 	// Decisions (scope check).
 	e.POST("/v1/check", check, s.handleCheck)
@@ -30,12 +31,13 @@ func (s *server) routes() *gin.Engine {
 	// Audit trail (scope audit:read): JSON pages, NDJSON/CSV export by Accept.
 	e.GET("/v1/audit", auditRead, s.handleAudit)
 
-	// Review pages (scope audit:read), server-rendered HTML.
-	e.GET("/ui", auditRead, redirect("/ui/events"))
-	e.GET("/ui/", auditRead, redirect("/ui/events"))
-	e.GET("/ui/events", auditRead, s.handleUIEvents)
-	e.GET("/ui/events/:id", auditRead, s.handleUIEvent)
-	e.GET("/ui/lockouts", auditRead, s.handleUILockouts)
+	// Review pages (scope audit:read), server-rendered HTML; a browser may
+	// also log in with HTTP Basic, the key as the password.
+	e.GET("/ui", review, redirect("/ui/events"))
+	e.GET("/ui/", review, redirect("/ui/events"))
+	e.GET("/ui/events", review, s.handleUIEvents)
+	e.GET("/ui/events/:id", review, s.handleUIEvent)
+	e.GET("/ui/lockouts", review, s.handleUILockouts)
 
 	// Operations (no key).
 	e.GET("/healthz", s.handleHealthz)

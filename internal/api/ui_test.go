@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/base64"
 	"net/url"
 	"regexp"
 	"strings"
@@ -114,5 +115,41 @@ func TestULIDTime(t *testing.T) {
 		if _, err := ulidTime(bad); err == nil {
 			t.Errorf("ulidTime(%q) succeeded, want an error", bad)
 		}
+	}
+}
+
+// TestUIBrowserLogin: the review pages take HTTP Basic (the key as the
+// password) so a browser can open them, and ask for it on a 401; the API
+// itself stays Bearer-only.
+func TestUIBrowserLogin(t *testing.T) {
+	h := newTestHandler(t, testConfig(), Deps{Audit: seedAudit(t, 1)})
+	basic := func(user, pw string) string {
+		return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pw))
+	}
+	tests := []struct {
+		name, target, auth string
+		wantCode           int
+		wantChallenge      string
+	}{
+		{"basic with the audit key", "/ui/events", basic("analyst", keyAudit), 200, ""},
+		{"basic with an empty user name", "/ui/events", basic("", keyAudit), 200, ""},
+		{"bearer still works", "/ui/events", "Bearer " + keyAudit, 200, ""},
+		{"no credentials: basic challenge", "/ui/events", "", 401, "Basic"},
+		{"wrong password: basic challenge", "/ui/events", basic("analyst", "nope"), 401, "Basic"},
+		{"basic with a key lacking the scope", "/ui/events", basic("x", keyCheck), 403, ""},
+		{"the API does not take basic", "/v1/audit", basic("analyst", keyAudit), 401, "Bearer"},
+		{"the API challenges for a bearer token", "/v1/audit", "", 401, "Bearer"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := call(h, "GET", tt.target, "", "", "Authorization", tt.auth)
+			if w.Code != tt.wantCode {
+				t.Fatalf("status = %d; want %d (%s)", w.Code, tt.wantCode, w.Body)
+			}
+			got, _, _ := strings.Cut(w.Header().Get("WWW-Authenticate"), " ")
+			if got != tt.wantChallenge {
+				t.Errorf("WWW-Authenticate scheme = %q; want %q", got, tt.wantChallenge)
+			}
+		})
 	}
 }
