@@ -55,7 +55,8 @@ func (g *Guard) Check(ctx context.Context, in CheckInput) (Decision, error) {
 		return d, nil
 	}
 
-	req := limits.CheckRequest{Cost: cost, DryRun: in.DryRun, Nonce: d.ID, OnFailure: a.onFailure}
+	req := limits.CheckRequest{Cost: cost, DryRun: in.DryRun, Nonce: d.ID, OnFailure: a.onFailure,
+		Rules: make([]limits.Rule, 0, len(a.limits))}
 	// evaluated maps request rules back to the action's rules.
 	var evaluated [8]*compiledRule
 	rules := evaluated[:0]
@@ -95,6 +96,9 @@ func (g *Guard) Check(ctx context.Context, in CheckInput) (Decision, error) {
 		d.At = start
 	}
 	d.Degraded = res.Degraded || res.Unavailable
+	if n := min(len(res.Rules), len(rules)); n > 0 {
+		d.Limits = make([]LimitState, 0, n) // one allocation, not one per growth
+	}
 	for i, rr := range res.Rules {
 		if i >= len(rules) {
 			break
