@@ -84,13 +84,14 @@ func decodeStrict(body []byte, dst any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badRequest("", "request body is empty; expected a JSON object")
 	}
-	keys, err := scanObject(body)
+	fields := jsonFields(dst)
+	var keyArr [8]string // room for every key of the request types
+	keys, err := scanObject(body, fields.list, keyArr[:0])
 	if err != nil {
 		return err
 	}
-	allowed := jsonFieldNames(dst)
 	for i, k := range keys {
-		if !allowed[k] {
+		if !fields.set[k] {
 			return badRequest(k, fmt.Sprintf("unknown field %q", k))
 		}
 		// Every key before this one is allowed and distinct, so this scan
@@ -155,22 +156,32 @@ func typeName(t reflect.Type) string {
 	return "of another type"
 }
 
-// fieldNames caches jsonFieldNames by type: the request types are few and
+// fieldNames caches jsonFields by type: the request types are few and
 // fixed, and walking their tags by reflection on every request was a
-// measurable share of decoding. Values are map[string]bool, never
-// modified once stored.
+// measurable share of decoding. Values are *fieldSet, never modified once
+// stored.
 var fieldNames sync.Map
 
-// jsonFieldNames returns the json names of the struct dst points to. The
-// map is shared: callers must not modify it.
-func jsonFieldNames(dst any) map[string]bool {
+// fieldSet is the json names of a struct type, as a set and as a list.
+type fieldSet struct {
+	set  map[string]bool
+	list []string
+}
+
+// jsonFields returns the json names of the struct dst points to. The
+// result is shared: callers must not modify it.
+func jsonFields(dst any) *fieldSet {
 	t := reflect.TypeOf(dst)
 	if v, ok := fieldNames.Load(t); ok {
-		return v.(map[string]bool)
+		return v.(*fieldSet)
 	}
-	names := structFieldNames(t)
-	fieldNames.Store(t, names)
-	return names
+	fs := &fieldSet{set: structFieldNames(t)}
+	for name := range fs.set {
+		fs.list = append(fs.list, name)
+	}
+	slices.Sort(fs.list)
+	fieldNames.Store(t, fs)
+	return fs
 }
 
 func structFieldNames(t reflect.Type) map[string]bool {
@@ -198,19 +209,21 @@ func structFieldNames(t reflect.Type) map[string]bool {
 	return names
 }
 
-// scanObject checks that body starts a JSON object, returns its top-level
-// keys in order (raw duplicates included), and rejects any string, key or
+// scanObject checks that body starts a JSON object, appends its top-level
+// keys in order (raw duplicates included) to keys and returns them, and
+// rejects any string, key or
 // value, holding invalid UTF-8, a NUL (raw or escaped), a raw control
 // character or a lone surrogate escape. The error names the top-level
 // field the bad string belongs to. Syntax errors are left to
 // encoding/json, which runs next; scanObject only has to never misread a
 // well-formed document and never panic on a malformed one.
-func scanObject(body []byte) ([]string, error) {
+// A key equal to one of names is returned as that string, without
+// allocating a copy.
+func scanObject(body []byte, names, keys []string) ([]string, error) {
 	i := skipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		return nil, badRequest("", "request body must be a JSON object")
 	}
-	var keys []string
 	depth := 0
 	expectKey := false
 	field := ""
@@ -234,9 +247,15 @@ func scanObject(body []byte) ([]string, error) {
 					// No escapes, and scanString has checked the bytes are
 					// valid UTF-8 without control characters: exactly what
 					// encoding/json would return, without its machinery.
-					k = string(body[i+1 : end-1])
-				} else if json.Unmarshal(body[i:end], &k) != nil {
-					return keys, nil // malformed; encoding/json will say how
+					k = knownOr(names, body[i+1:end-1])
+				} else {
+					// Declared here so that only escaped keys pay for the
+					// heap variable Unmarshal needs.
+					var esc string
+					if json.Unmarshal(body[i:end], &esc) != nil {
+						return keys, nil // malformed; encoding/json will say how
+					}
+					k = esc
 				}
 				keys = append(keys, k)
 				field = k
@@ -259,6 +278,16 @@ func scanObject(body []byte) ([]string, error) {
 		i++
 	}
 	return keys, nil
+}
+
+// knownOr returns the element of names equal to raw, else a copy of raw.
+func knownOr(names []string, raw []byte) string {
+	for _, n := range names {
+		if n == string(raw) {
+			return n
+		}
+	}
+	return string(raw)
 }
 
 // scanString scans the JSON string starting at body[start] (a quote) and
