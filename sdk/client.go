@@ -24,6 +24,7 @@ type Client struct {
 	http   *http.Client
 	agent  string
 	now    func() time.Time
+	bearer string // "Bearer " + apiKey
 }
 
 // Option configures a Client.
@@ -64,6 +65,7 @@ func New(baseURL, apiKey string, opts ...Option) *Client {
 	for _, o := range opts {
 		o(c)
 	}
+	c.bearer = "Bearer " + c.apiKey
 	return c
 }
 
@@ -179,7 +181,9 @@ func (c *Client) newRequest(ctx context.Context, method, path string, q url.Valu
 	u.Path = strings.TrimRight(u.Path, "/") + path
 	u.RawQuery = q.Encode()
 	var rd io.Reader
-	if body != nil {
+	if cr, ok := body.(CheckRequest); ok {
+		rd = bytes.NewReader(appendCheckRequest(make([]byte, 0, 128), &cr))
+	} else if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
 			return nil, fmt.Errorf("guard: encode request: %w", err)
@@ -190,13 +194,17 @@ func (c *Client) newRequest(ctx context.Context, method, path string, q url.Valu
 	if err != nil {
 		return nil, fmt.Errorf("guard: new request: %w", err)
 	}
+	// What Header.Set stores (the names are canonical), the values in
+	// one backing array.
+	vals := [...]string{"application/json", "application/json", c.agent, c.bearer}
+	h := req.Header
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		h["Content-Type"] = vals[0:1:1]
 	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", c.agent)
+	h["Accept"] = vals[1:2:2]
+	h["User-Agent"] = vals[2:3:3]
 	if c.apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+c.apiKey)
+		h["Authorization"] = vals[3:4:4]
 	}
 	return req, nil
 }
