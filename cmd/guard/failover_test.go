@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,57 +15,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/guardhq/guard/internal/testenv"
 	"github.com/guardhq/guard/sdk"
 )
-
-// privateRedis starts a redis-server of its own on a free loopback port, so
-// the test may kill it without disturbing anyone; it returns its URL and
-// the process.
-func privateRedis(t *testing.T) (string, *exec.Cmd) {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		missing(t, "redis-server is not installed")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start redis-server: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	url := "redis://127.0.0.1:" + strconv.Itoa(port) + "/0"
-	opt, _ := redis.ParseURL(url)
-	c := redis.NewClient(opt)
-	defer c.Close()
-	for i := 0; ; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return url, cmd
-		}
-		if i == 100 {
-			t.Fatalf("private redis-server did not answer: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 // TestServeFailsOpenWhenRedisDies kills Guard's Redis: decisions go on from
 // the local fallback marked degraded, /readyz and the metrics say so, and
 // the webhook receives one redis_down alert.
 func TestServeFailsOpenWhenRedisDies(t *testing.T) {
-	redisURL, redisProc := privateRedis(t)
+	srv := testenv.PrivateRedis(t)
 	var (
 		mu     sync.Mutex
 		alerts []map[string]any
@@ -84,7 +41,7 @@ func TestServeFailsOpenWhenRedisDies(t *testing.T) {
 	defer hook.Close()
 	config := strings.Replace(e2eConfig(t.TempDir()), "store: {budget: 2s}", "store: {budget: 50ms}", 1) +
 		"alerts: {webhook_url: \"" + hook.URL + "\", timeout: 1s}\n"
-	g := startGuard(t, config, map[string]string{"GUARD_REDIS_URL": redisURL})
+	g := startGuard(t, config, map[string]string{"GUARD_REDIS_URL": srv.URL()})
 	ctx := context.Background()
 	client := sdk.New(g.base, checkKey)
 	ip := "203.0.113.50"
@@ -93,10 +50,7 @@ func TestServeFailsOpenWhenRedisDies(t *testing.T) {
 		t.Fatalf("check with Redis up = %+v, %v; want a normal answer", res, err)
 	}
 
-	if err := redisProc.Process.Kill(); err != nil {
-		t.Fatalf("kill redis: %v", err)
-	}
-	_ = redisProc.Wait()
+	srv.Kill()
 
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/guardhq/guard/internal/audit"
+	"github.com/guardhq/guard/internal/testenv"
 )
 
 // TestServeAlertsOnDefaultPartitionRows: audit rows whose day had no
@@ -21,8 +22,8 @@ import (
 // them, publishes guard_audit_default_partition_rows and sends one
 // audit_default_partition alert.
 func TestServeAlertsOnDefaultPartitionRows(t *testing.T) {
-	redisURL, prefix := testRedis(t)
-	dbURL := testDatabase(t)
+	redisURL, prefix := testenv.Redis(t)
+	dbURL := testenv.Database(t, "guard_cmd_")
 	ctx := context.Background()
 	if _, _, err := audit.Migrate(ctx, dbURL, audit.MigrateUp); err != nil {
 		t.Fatalf("migrate: %v", err)

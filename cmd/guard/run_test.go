@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/guardhq/guard/internal/testenv"
 	"github.com/guardhq/guard/sdk"
 )
 
@@ -55,8 +56,8 @@ func strp(s string) *string { return &s }
 // headers, a report that strikes a lockout, the audit trail, readiness,
 // then a graceful stop.
 func TestServeEndToEnd(t *testing.T) {
-	redisURL, prefix := testRedis(t)
-	dbURL := testDatabase(t)
+	redisURL, prefix := testenv.Redis(t)
+	dbURL := testenv.Database(t, "guard_cmd_")
 	g := startGuard(t, e2eConfig(t.TempDir()), map[string]string{
 		"GUARD_REDIS_URL":    redisURL,
 		"GUARD_DATABASE_URL": dbURL,
@@ -286,8 +287,8 @@ func TestServeEndToEnd(t *testing.T) {
 // of checks: every decision that was answered must be in the Postgres
 // audit table exactly once.
 func TestGracefulStopKeepsEveryDecision(t *testing.T) {
-	redisURL, prefix := testRedis(t)
-	dbURL := testDatabase(t)
+	redisURL, prefix := testenv.Redis(t)
+	dbURL := testenv.Database(t, "guard_cmd_")
 	g := startGuard(t, e2eConfig(t.TempDir()), map[string]string{
 		"GUARD_REDIS_URL":    redisURL,
 		"GUARD_DATABASE_URL": dbURL,
@@ -439,7 +440,7 @@ func TestServeRefusesBadConfig(t *testing.T) {
 }
 
 func TestMigrateCommand(t *testing.T) {
-	dbURL := testDatabase(t)
+	dbURL := testenv.Database(t, "guard_cmd_")
 	tests := []struct {
 		args []string
 		want string
@@ -467,7 +468,7 @@ func TestMigrateCommand(t *testing.T) {
 // TestBenchCommand runs every bench mode briefly against the real Redis;
 // it checks the report, never the speed.
 func TestBenchCommand(t *testing.T) {
-	redisURL, _ := testRedis(t)
+	redisURL, _ := testenv.Redis(t)
 	var stdout, stderr bytes.Buffer
 	args := []string{"guard", "bench", "--redis-url", redisURL, "--duration", "200ms", "--concurrency", "2", "--keys", "50"}
 	if err := run(context.Background(), args, noEnv, &stdout, &stderr); err != nil {

@@ -4,120 +4,17 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/redis/go-redis/v9"
 )
 
-// Helpers that give each test real servers: the shared Redis under a fresh
-// key prefix and a fresh Postgres database, and a running `guard serve`.
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// missing skips locally and fails under CI (CI=true), as the team's
-// integration tests do.
-func missing(tb testing.TB, format string, args ...any) {
-	tb.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if os.Getenv("CI") != "" {
-		tb.Fatalf("%s (CI is set, so this fails instead of skipping)", msg)
-	}
-	tb.Skipf("%s; skipping (start it or set GUARD_TEST_REDIS_URL / GUARD_TEST_DATABASE_URL)", msg)
-}
-
-func testRedisURL() string {
-	if u := os.Getenv("GUARD_TEST_REDIS_URL"); u != "" {
-		return u
-	}
-	return "redis://127.0.0.1:6379/0"
-}
-
-func testAdminDatabaseURL() string {
-	if u := os.Getenv("GUARD_TEST_DATABASE_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable&connect_timeout=5"
-}
-
-// testRedis checks the shared Redis answers and returns its URL and a fresh
-// key prefix whose keys are deleted when the test ends.
-func testRedis(t *testing.T) (redisURL, prefix string) {
-	t.Helper()
-	redisURL = testRedisURL()
-	opt, err := redis.ParseURL(redisURL)
-	if err != nil {
-		t.Fatalf("parse redis url: %v", err)
-	}
-	c := redis.NewClient(opt)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		_ = c.Close()
-		missing(t, "no Redis at %s: %v", redisURL, err)
-	}
-	prefix = "guardtest:" + randomHex(6) + ":"
-	t.Cleanup(func() {
-		defer c.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		iter := c.Scan(ctx, 0, prefix+"*", 500).Iterator()
-		for iter.Next(ctx) {
-			c.Del(ctx, iter.Val())
-		}
-	})
-	return redisURL, prefix
-}
-
-// testDatabase creates an empty database and returns its URL; it is
-// dropped when the test ends.
-func testDatabase(t *testing.T) string {
-	t.Helper()
-	admin := testAdminDatabaseURL()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		missing(t, "no Postgres at %s: %v", redactURL(admin), err)
-	}
-	defer conn.Close(ctx)
-	name := "guard_cmd_" + randomHex(6)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("create database: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, admin)
-		if err != nil {
-			t.Logf("drop database %s: %v", name, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Logf("drop database %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(admin)
-	if err != nil {
-		t.Fatalf("parse database url: %v", err)
-	}
-	u.Path = "/" + name
-	return u.String()
-}
+// Helpers that run a real `guard serve` in the test process; the servers
+// it talks to come from internal/testenv.
 
 // logWatcher is the stderr of a guard under test: it keeps every JSON log
 // line and announces the listen address.

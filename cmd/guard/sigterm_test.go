@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/guardhq/guard/internal/testenv"
 	"github.com/guardhq/guard/sdk"
 )
 
@@ -52,8 +53,8 @@ store: {budget: 2s}
 // while a request in flight is still answered, exit status 0, and every
 // answered decision in the Postgres audit table exactly once.
 func TestSIGTERMDuringBurstKeepsEveryDecision(t *testing.T) {
-	redisURL, prefix := testRedis(t)
-	dbURL := testDatabase(t)
+	redisURL, prefix := testenv.Redis(t)
+	dbURL := testenv.Database(t, "guard_cmd_")
 	p := startGuardProcess(t, sigtermConfig(t.TempDir()), map[string]string{
 		"GUARD_REDIS_URL":    redisURL,
 		"GUARD_DATABASE_URL": dbURL,

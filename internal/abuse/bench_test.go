@@ -2,18 +2,15 @@ package abuse
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"log/slog"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/guardhq/guard/internal/audit"
 	"github.com/guardhq/guard/internal/limits"
+	"github.com/guardhq/guard/internal/testenv"
 )
 
 // Guard.Check against the bare store it drives, in the same run, so the
@@ -110,25 +107,8 @@ func BenchmarkGuardCheck(b *testing.B) {
 	for _, direct := range []bool{false, true} {
 		name := map[bool]string{false: "redis/guard", true: "redis/store"}[direct]
 		b.Run(name, func(b *testing.B) {
-			client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-			defer client.Close()
-			ctx := context.Background()
-			if err := client.Ping(ctx).Err(); err != nil {
-				b.Skipf("redis at 127.0.0.1:6379 not reachable: %v", err)
-			}
-			var r [6]byte
-			rand.Read(r[:])
-			prefix := "guardbench:" + hex.EncodeToString(r[:]) + ":"
-			defer func() {
-				iter := client.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-				var keys []string
-				for iter.Next(ctx) {
-					keys = append(keys, iter.Val())
-				}
-				if len(keys) > 0 {
-					client.Del(ctx, keys...)
-				}
-			}()
+			url, prefix := testenv.Redis(b)
+			client := testenv.RedisClient(b, url)
 			b.SetParallelism(8) // concurrent requests over one client
 			run(b, limits.NewRedis(client, limits.RedisConfig{Prefix: prefix}), prefix, direct)
 		})

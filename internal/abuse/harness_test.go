@@ -2,18 +2,14 @@ package abuse
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"log/slog"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/guardhq/guard/internal/audit"
 	"github.com/guardhq/guard/internal/limits"
+	"github.com/guardhq/guard/internal/testenv"
 )
 
 // fakeClock is a settable clock shared by the memory store and Guard.
@@ -99,41 +95,18 @@ func memoryBackend(t *testing.T) *backend {
 	return &backend{name: "memory", clock: clock, store: st, prefix: DefaultKeyPrefix}
 }
 
+// redisBackend is the shared test Redis (testenv) under a fresh key prefix
+// whose keys are deleted when the test ends.
 func redisBackend(t *testing.T) *backend {
 	t.Helper()
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := client.Ping(ctx).Err(); err != nil {
-		client.Close()
-		if os.Getenv("CI") != "" {
-			t.Fatalf("redis at 127.0.0.1:6379 is required in CI: %v", err)
-		}
-		t.Logf("redis at 127.0.0.1:6379 not reachable (%v): running the memory store only", err)
-		return nil
-	}
-	var b [6]byte
-	rand.Read(b[:])
-	prefix := "guardtest:abuse:" + hex.EncodeToString(b[:]) + ":"
-	st := limits.NewRedis(client, limits.RedisConfig{Prefix: prefix})
-	t.Cleanup(func() {
-		ctx := context.Background()
-		iter := client.Scan(ctx, 0, prefix+"*", 500).Iterator()
-		var keys []string
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		if len(keys) > 0 {
-			client.Del(ctx, keys...)
-		}
-		st.Close()
-		client.Close()
-	})
+	url, prefix := testenv.Redis(t)
+	st := limits.NewRedis(testenv.RedisClient(t, url), limits.RedisConfig{Prefix: prefix})
+	t.Cleanup(func() { st.Close() })
 	return &backend{name: "redis", store: st, prefix: prefix}
 }
 
 // eachBackend runs fn as a subtest per backend: the memory store on a fake
-// clock, and the real Redis at 127.0.0.1:6379 under a fresh random key
+// clock, and the real Redis (testenv.RedisURL) under a fresh random key
 // prefix (skipped when unreachable, fatal when CI is set).
 func eachBackend(t *testing.T, fn func(t *testing.T, b *backend)) {
 	t.Helper()
@@ -142,8 +115,8 @@ func eachBackend(t *testing.T, fn func(t *testing.T, b *backend)) {
 			var b *backend
 			if name == "memory" {
 				b = memoryBackend(t)
-			} else if b = redisBackend(t); b == nil {
-				t.Skip("redis not reachable")
+			} else {
+				b = redisBackend(t)
 			}
 			fn(t, b)
 		})

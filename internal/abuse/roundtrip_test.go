@@ -2,10 +2,7 @@ package abuse
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"log/slog"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/guardhq/guard/internal/limits"
+	"github.com/guardhq/guard/internal/testenv"
 )
 
 // commandLog records the commands every Redis round trip carries.
@@ -61,25 +59,8 @@ func (l *commandLog) take() [][]string {
 // meets (lockouts, trusted devices, count_denials strikes), is exactly one
 // round trip carrying one EVALSHA.
 func TestOneRoundTripPerDecision(t *testing.T) {
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	defer client.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := client.Ping(ctx).Err(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("redis at 127.0.0.1:6379 is required in CI: %v", err)
-		}
-		t.Skipf("redis at 127.0.0.1:6379 not reachable: %v", err)
-	}
-	var b [6]byte
-	rand.Read(b[:])
-	prefix := "guardtest:abuse:rt:" + hex.EncodeToString(b[:]) + ":"
-	t.Cleanup(func() {
-		keys, _ := client.Keys(context.Background(), prefix+"*").Result()
-		if len(keys) > 0 {
-			client.Del(context.Background(), keys...)
-		}
-	})
+	url, prefix := testenv.Redis(t)
+	client := testenv.RedisClient(t, url)
 	log := &commandLog{}
 	client.AddHook(log)
 	store := limits.NewRedis(client, limits.RedisConfig{Prefix: prefix})

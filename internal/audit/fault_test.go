@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/guardhq/guard/internal/testenv"
 )
 
 const pgBin = "/usr/lib/postgresql/15/bin"
@@ -27,22 +29,15 @@ type privatePostgres struct {
 
 func startPrivatePostgres(t *testing.T) *privatePostgres {
 	t.Helper()
-	skip := func(format string, args ...any) {
-		t.Helper()
-		if os.Getenv("CI") != "" {
-			t.Fatalf("private postgres required in CI: "+format, args...)
-		}
-		t.Skipf("private postgres unavailable: "+format, args...)
-	}
 	if _, err := os.Stat(filepath.Join(pgBin, "pg_ctl")); err != nil {
-		skip("%v", err)
+		testenv.Missing(t, "private postgres unavailable: %v", err)
 	}
 	if _, err := exec.LookPath("runuser"); err != nil || os.Geteuid() != 0 {
-		skip("needs root and runuser to run postgres as the postgres user")
+		testenv.Missing(t, "private postgres unavailable: needs root and runuser to run postgres as the postgres user")
 	}
 	pgUser, err := user.Lookup("postgres")
 	if err != nil {
-		skip("no postgres OS user: %v", err)
+		testenv.Missing(t, "private postgres unavailable: no postgres OS user: %v", err)
 	}
 	uid, _ := strconv.Atoi(pgUser.Uid)
 	gid, _ := strconv.Atoi(pgUser.Gid)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/guardhq/guard/internal/testenv"
 )
 
 // An event written while Maintain runs, for a day that has no partition
@@ -76,11 +78,7 @@ func TestRunMaintenanceRetriesSoonAfterFailure(t *testing.T) {
 	needPostgres(t, testDB.err)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	u, drop, err := createTestDatabase(ctx, "guard_audit_maintretry_")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer drop()
+	u := testenv.Database(t, "guard_audit_maintretry_")
 	pool, err := pgxpool.New(ctx, u)
 	if err != nil {
 		t.Fatal(err)

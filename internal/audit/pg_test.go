@@ -2,18 +2,16 @@ package audit
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/guardhq/guard/internal/testenv"
 )
 
 // testDB is the fresh database this test package runs against, created from
@@ -29,7 +27,7 @@ func TestMain(m *testing.M) {
 
 func runTests(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	u, drop, err := createTestDatabase(ctx, "guard_audit_test_")
+	u, drop, err := testenv.CreateDatabase(ctx, "guard_audit_test_")
 	cancel()
 	testDB.url, testDB.err = u, err
 	if err == nil {
@@ -44,58 +42,13 @@ func runTests(m *testing.M) int {
 	return code
 }
 
-// adminURL is the server the tests create their databases on.
-func adminURL() string {
-	if u := os.Getenv("GUARD_TEST_DATABASE_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable&connect_timeout=5"
-}
-
-// createTestDatabase creates an empty database with a random name and
-// returns its URL and a function dropping it.
-func createTestDatabase(ctx context.Context, prefix string) (string, func(), error) {
-	admin := adminURL()
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		return "", nil, fmt.Errorf("connect to %s: %w", admin, err)
-	}
-	defer conn.Close(ctx)
-	b := make([]byte, 6)
-	rand.Read(b)
-	name := prefix + hex.EncodeToString(b)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		return "", nil, fmt.Errorf("create database: %w", err)
-	}
-	u, err := url.Parse(admin)
-	if err != nil {
-		return "", nil, err
-	}
-	u.Path = "/" + name
-	drop := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, admin)
-		if err != nil {
-			return
-		}
-		defer c.Close(ctx)
-		c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-	}
-	return u.String(), drop, nil
-}
-
 // needPostgres skips (locally) or fails (CI) when the test database is
 // unavailable.
 func needPostgres(t testing.TB, err error) {
 	t.Helper()
-	if err == nil {
-		return
+	if err != nil {
+		testenv.Missing(t, "postgres not available: %v", err)
 	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("postgres required in CI: %v", err)
-	}
-	t.Skipf("postgres not available (set GUARD_TEST_DATABASE_URL): %v", err)
 }
 
 // testPool returns a pool on the package's test database with audit_events

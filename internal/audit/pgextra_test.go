@@ -10,16 +10,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/guardhq/guard/internal/testenv"
 )
 
 func TestMigrateUpDownUp(t *testing.T) {
 	needPostgres(t, testDB.err)
 	ctx := context.Background()
-	u, drop, err := createTestDatabase(ctx, "guard_audit_migtest_")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer drop()
+	u := testenv.Database(t, "guard_audit_migtest_")
 	pool, err := pgxpool.New(ctx, u)
 	if err != nil {
 		t.Fatal(err)

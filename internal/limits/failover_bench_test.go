@@ -3,13 +3,14 @@ package limits
 import (
 	"context"
 	"crypto/rand"
-	"os"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/guardhq/guard/internal/testenv"
 )
 
 // Benchmarks of the failover layer against the raw Redis store in the same
@@ -27,36 +28,13 @@ const failoverBenchKeys = 10000
 // the client options cmd/guard uses, under a prefix deleted at the end.
 func failoverBenchRedis(b *testing.B) *RedisStore {
 	b.Helper()
-	url := os.Getenv("GUARD_TEST_REDIS_URL")
-	if url == "" {
-		url = "redis://127.0.0.1:6379/0"
-	}
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		b.Fatalf("parse %s: %v", url, err)
-	}
-	opt.ContextTimeoutEnabled = true
-	opt.MaxRetries = -1
-	opt.DialerRetries = 1
-	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = 250*time.Millisecond,
-		250*time.Millisecond, 250*time.Millisecond, 250*time.Millisecond
-	c := redis.NewClient(opt)
-	if err := c.Ping(context.Background()).Err(); err != nil {
-		c.Close()
-		if os.Getenv("CI") != "" {
-			b.Fatalf("no Redis at %s: %v (CI is set)", url, err)
-		}
-		b.Skipf("no Redis at %s: %v; skipping", url, err)
-	}
-	prefix := "guardbench:" + rand.Text()[:10] + ":"
-	b.Cleanup(func() {
-		cc := redis.NewClient(opt)
-		defer cc.Close()
-		ctx := context.Background()
-		iter := cc.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			cc.Del(ctx, iter.Val())
-		}
+	url, prefix := testenv.Redis(b)
+	c := testenv.RedisClient(b, url, func(opt *redis.Options) {
+		opt.ContextTimeoutEnabled = true
+		opt.MaxRetries = -1
+		opt.DialerRetries = 1
+		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = 250*time.Millisecond,
+			250*time.Millisecond, 250*time.Millisecond, 250*time.Millisecond
 	})
 	return NewRedis(c, RedisConfig{Prefix: prefix})
 }

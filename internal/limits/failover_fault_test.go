@@ -8,16 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +21,7 @@ import (
 	"github.com/guardhq/guard/internal/alert"
 	"github.com/guardhq/guard/internal/limits"
 	"github.com/guardhq/guard/internal/metrics"
+	"github.com/guardhq/guard/internal/testenv"
 )
 
 // The fault tests wire a FailoverStore the way cmd/guard does (Redis
@@ -42,78 +38,6 @@ const (
 	faultMargin = 250 * time.Millisecond
 	faultHold   = 300 * time.Millisecond
 )
-
-// faultRedis is a private redis-server on a fixed loopback port.
-type faultRedis struct {
-	t    *testing.T
-	bin  string
-	port int
-	dir  string
-	cmd  *exec.Cmd
-	ping *redis.Client // plain client used to wait for the server
-}
-
-func startFaultRedis(t *testing.T) *faultRedis {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no redis-server binary for the fault tests: %v (CI is set)", err)
-		}
-		t.Skipf("no redis-server binary for the fault tests: %v; skipping", err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("find a free port: %v", err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	r := &faultRedis{t: t, bin: bin, port: port, dir: t.TempDir()}
-	r.ping = redis.NewClient(&redis.Options{Addr: r.addr(), MaxRetries: -1})
-	t.Cleanup(func() {
-		r.ping.Close()
-		if r.cmd != nil {
-			r.cmd.Process.Kill()
-			r.cmd.Wait()
-		}
-	})
-	r.start()
-	return r
-}
-
-func (r *faultRedis) addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
-
-// start runs the server on r.port and waits until it answers.
-func (r *faultRedis) start() {
-	r.t.Helper()
-	r.cmd = exec.Command(r.bin, "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", r.dir)
-	if err := r.cmd.Start(); err != nil {
-		r.t.Fatalf("start redis-server: %v", err)
-	}
-	waitFor(r.t, 5*time.Second, "private redis-server answering PING", func() bool {
-		return r.ping.Ping(context.Background()).Err() == nil
-	})
-}
-
-// kill ends the server with SIGKILL: no goodbye to clients.
-func (r *faultRedis) kill() {
-	r.t.Helper()
-	if err := r.cmd.Process.Kill(); err != nil {
-		r.t.Fatalf("kill redis-server: %v", err)
-	}
-	r.cmd.Wait()
-	r.cmd = nil
-}
-
-// signal sends SIGSTOP (a hung server: connections accept, nothing
-// answers) or SIGCONT.
-func (r *faultRedis) signal(sig syscall.Signal) {
-	r.t.Helper()
-	if err := r.cmd.Process.Signal(sig); err != nil {
-		r.t.Fatalf("signal redis-server %v: %v", sig, err)
-	}
-}
 
 // webhookSink records the events POSTed to it.
 type webhookSink struct {
@@ -286,7 +210,7 @@ func TestFailoverFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault tests start and kill a redis-server; skipped with -short")
 	}
-	srv := startFaultRedis(t)
+	srv := testenv.PrivateRedis(t)
 	sink := newWebhookSink(t)
 	var logs syncBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -300,7 +224,7 @@ func TestFailoverFaults(t *testing.T) {
 	prefix := "guardfault:" + rand.Text()[:10] + ":"
 	fo := limits.NewFailover(logger, limits.FailoverConfig{
 		Budget: faultBudget, FailureThreshold: 3, ProbeInterval: 100 * time.Millisecond, RecoverAfter: 2,
-	}, limits.NewRedis(faultClient(srv.addr()), limits.RedisConfig{Prefix: prefix}),
+	}, limits.NewRedis(faultClient(srv.Addr()), limits.RedisConfig{Prefix: prefix}),
 		limits.NewMemory(limits.MemoryConfig{}),
 		limits.FailoverEvents{
 			OnStateChange: func(up bool, since time.Time, cause error) {
@@ -386,13 +310,13 @@ func TestFailoverFaults(t *testing.T) {
 	expect("healthy", false, "")
 
 	mark := time.Now()
-	srv.kill()
+	srv.Kill()
 	waitFor(t, 3*time.Second, "killed: breaker open", fo.Degraded)
 	t.Logf("killed: breaker open after %v", time.Since(mark))
 	outage("killed")
 	expect("killed", true, "redis_down")
 
-	srv.start()
+	srv.Restart()
 	mark = time.Now()
 	waitFor(t, 5*time.Second, "restarted: back on Redis", func() bool { return !fo.Degraded() })
 	t.Logf("restarted: back on Redis %v after it answered PING", time.Since(mark))
@@ -400,20 +324,22 @@ func TestFailoverFaults(t *testing.T) {
 	expect("restarted", false, "redis_down redis_recovered")
 
 	mark = time.Now()
-	srv.signal(syscall.SIGSTOP)
+	srv.Pause()
 	waitFor(t, 3*time.Second, "paused: breaker open", fo.Degraded)
 	t.Logf("paused: breaker open after %v", time.Since(mark))
 	outage("paused")
 	expect("paused", true, "redis_down redis_recovered redis_down")
 
 	mark = time.Now()
-	srv.signal(syscall.SIGCONT)
+	srv.Resume()
 	waitFor(t, 5*time.Second, "resumed: back on Redis", func() bool { return !fo.Degraded() })
 	t.Logf("resumed: back on Redis after %v", time.Since(mark))
 	healthy("resumed")
 	expect("resumed", false, "redis_down redis_recovered redis_down redis_recovered")
 
-	if err := srv.ping.ScriptFlush(context.Background()).Err(); err != nil {
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	defer admin.Close()
+	if err := admin.ScriptFlush(context.Background()).Err(); err != nil {
 		t.Fatalf("SCRIPT FLUSH: %v", err)
 	}
 	healthy("script flushed")

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/guardhq/guard/internal/testenv"
 )
 
 // Benchmarks of the Redis store against raw Redis in the same run, so the
@@ -33,9 +35,8 @@ const (
 // keys are deleted when the benchmark ends.
 func redisBenchSetup(b *testing.B) (*redis.Client, string) {
 	b.Helper()
-	c := newRedisTestClient(b, redisTestURL())
-	prefix := redisTestPrefix()
-	cleanupRedisPrefix(b, prefix)
+	redisURL, prefix := testenv.Redis(b)
+	c := newRedisTestClient(b, redisURL)
 	return c, prefix
 }
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/guardhq/guard/internal/testenv"
 )
 
 // TestRedisMatchesMemory runs the same random sequences of Check, Report and
@@ -25,9 +27,8 @@ func TestRedisMatchesMemory(t *testing.T) {
 		tolerance = time.Second
 	)
 	ctx := context.Background()
-	prefix := redisTestPrefix()
-	cleanupRedisPrefix(t, prefix)
-	rs, _, _ := newRedisTestStore(t, redisTestURL(), prefix)
+	redisURL, prefix := testenv.Redis(t)
+	rs, _, _ := newRedisTestStore(t, redisURL, prefix)
 	for seq := range uint64(sequences) {
 		p := fmt.Sprintf("%s%d:", prefix, seq)
 		ms := NewMemory(MemoryConfig{})

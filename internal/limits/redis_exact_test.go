@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/guardhq/guard/internal/testenv"
 )
 
 // The conformance cases that stand exactly at an edge need a fake clock,
@@ -16,9 +18,8 @@ import (
 // millisecond is checked exactly like any other.
 
 func TestRedisWindowEdgeExact(t *testing.T) {
-	prefix := redisTestPrefix()
-	cleanupRedisPrefix(t, prefix)
-	s, c, _ := newRedisTestStore(t, redisTestURL(), prefix)
+	redisURL, prefix := testenv.Redis(t)
+	s, c, _ := newRedisTestStore(t, redisURL, prefix)
 	ctx := context.Background()
 	const w = 1000 // ms
 	key := prefix + "log:edge"
@@ -74,9 +75,8 @@ func TestRedisWindowEdgeExact(t *testing.T) {
 }
 
 func TestRedisLockAndTrustEdgesExact(t *testing.T) {
-	prefix := redisTestPrefix()
-	cleanupRedisPrefix(t, prefix)
-	s, _, _ := newRedisTestStore(t, redisTestURL(), prefix)
+	redisURL, prefix := testenv.Redis(t)
+	s, _, _ := newRedisTestStore(t, redisURL, prefix)
 	ctx := context.Background()
 	esc := redisTestEscalation(prefix, "edges")
 	esc.Ladder = []time.Duration{30 * time.Millisecond}
@@ -114,9 +114,8 @@ func TestRedisLockAndTrustEdgesExact(t *testing.T) {
 }
 
 func TestRedisDecayExact(t *testing.T) {
-	prefix := redisTestPrefix()
-	cleanupRedisPrefix(t, prefix)
-	s, _, _ := newRedisTestStore(t, redisTestURL(), prefix)
+	redisURL, prefix := testenv.Redis(t)
+	s, _, _ := newRedisTestStore(t, redisURL, prefix)
 	ctx := context.Background()
 	esc := redisTestEscalation(prefix, "decay")
 	esc.Ladder = []time.Duration{time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond, 4 * time.Millisecond, 5 * time.Millisecond}

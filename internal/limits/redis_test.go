@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/guardhq/guard/internal/testenv"
 )
 
 // newRedisTestStore returns a store on its own client (with a round-trip
@@ -26,11 +28,10 @@ func newRedisTestStore(t *testing.T, url, prefix string) (*RedisStore, *redis.Cl
 func TestRedisConformance(t *testing.T) {
 	runConformance(t, storeHarness{
 		New: func(t *testing.T) (Store, Store, string) {
-			prefix := redisTestPrefix()
-			cleanupRedisPrefix(t, prefix)
+			redisURL, prefix := testenv.Redis(t)
 			// Two clients, two pools: two Guard replicas on one Redis.
-			a, _, _ := newRedisTestStore(t, redisTestURL(), prefix)
-			b, _, _ := newRedisTestStore(t, redisTestURL(), prefix)
+			a, _, _ := newRedisTestStore(t, redisURL, prefix)
+			b, _, _ := newRedisTestStore(t, redisURL, prefix)
 			return a, b, prefix
 		},
 		Advance:   func(t *testing.T, d time.Duration) { time.Sleep(d) },
@@ -51,9 +52,8 @@ func redisTestEscalation(prefix, name string) Escalation {
 }
 
 func TestRedisOneRoundTrip(t *testing.T) {
-	prefix := redisTestPrefix()
-	cleanupRedisPrefix(t, prefix)
-	s, _, hook := newRedisTestStore(t, redisTestURL(), prefix)
+	redisURL, prefix := testenv.Redis(t)
+	s, _, hook := newRedisTestStore(t, redisURL, prefix)
 	ctx := context.Background()
 	esc := redisTestEscalation(prefix, "rt")
 	rule := func(name string, limit int) Rule {
@@ -126,8 +126,8 @@ func TestRedisOneRoundTrip(t *testing.T) {
 }
 
 func TestRedisNoScriptReload(t *testing.T) {
-	url, _ := startPrivateRedis(t)
-	prefix := redisTestPrefix()
+	url := testenv.PrivateRedis(t).URL()
+	prefix := privateRedisPrefix
 	s, c, hook := newRedisTestStore(t, url, prefix)
 	ctx := context.Background()
 	rule := Rule{Key: prefix + "log:flush", Limit: 10, Window: time.Minute}
@@ -161,9 +161,8 @@ func TestRedisNoScriptReload(t *testing.T) {
 }
 
 func TestRedisMembersAndEncoding(t *testing.T) {
-	prefix := redisTestPrefix()
-	cleanupRedisPrefix(t, prefix)
-	s, c, _ := newRedisTestStore(t, redisTestURL(), prefix)
+	redisURL, prefix := testenv.Redis(t)
+	s, c, _ := newRedisTestStore(t, redisURL, prefix)
 	ctx := context.Background()
 	// 32-byte nonces, the maximum; a fresh one per call.
 	longNonce := func(i int) string { return strings.Repeat("Zz9_-", 6) + strconv.Itoa(10+i) }
@@ -205,9 +204,8 @@ func TestRedisMembersAndEncoding(t *testing.T) {
 }
 
 func TestRedisEveryKeyExpires(t *testing.T) {
-	prefix := redisTestPrefix()
-	cleanupRedisPrefix(t, prefix)
-	s, c, _ := newRedisTestStore(t, redisTestURL(), prefix)
+	redisURL, prefix := testenv.Redis(t)
+	s, c, _ := newRedisTestStore(t, redisURL, prefix)
 	ctx := context.Background()
 	esc := redisTestEscalation(prefix, "ttl")
 	esc.Failures = append(esc.Failures, FailureRule{
@@ -264,10 +262,9 @@ func TestRedisEveryKeyExpires(t *testing.T) {
 }
 
 func TestRedisStrictTwoClients(t *testing.T) {
-	prefix := redisTestPrefix()
-	cleanupRedisPrefix(t, prefix)
-	a, c, _ := newRedisTestStore(t, redisTestURL(), prefix)
-	b, _, _ := newRedisTestStore(t, redisTestURL(), prefix)
+	redisURL, prefix := testenv.Redis(t)
+	a, c, _ := newRedisTestStore(t, redisURL, prefix)
+	b, _, _ := newRedisTestStore(t, redisURL, prefix)
 	const (
 		limit    = 50
 		workers  = 16
@@ -317,8 +314,9 @@ func TestRedisStrictTwoClients(t *testing.T) {
 }
 
 func TestRedisErrors(t *testing.T) {
-	url, srv := startPrivateRedis(t)
-	prefix := redisTestPrefix()
+	srv := testenv.PrivateRedis(t)
+	url := srv.URL()
+	prefix := privateRedisPrefix
 	s, c, hook := newRedisTestStore(t, url, prefix)
 	ctx := context.Background()
 	rule := Rule{Key: prefix + "log:e", Limit: 5, Window: time.Minute}
@@ -374,8 +372,7 @@ func TestRedisErrors(t *testing.T) {
 	})
 
 	t.Run("server gone is unavailable", func(t *testing.T) {
-		_ = srv.Process.Kill()
-		_ = srv.Wait()
+		srv.Kill()
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		if _, err := s.Check(cctx, &CheckRequest{Rules: []Rule{rule}, Cost: 1}); !errors.Is(err, ErrUnavailable) {
