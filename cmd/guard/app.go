@@ -170,7 +170,7 @@ func (a *app) buildStore(ctx context.Context) error {
 		a.metrics.SetRedisUp(false)
 		return nil
 	}
-	client, err := newRedisClient(a.cfg.RedisURL)
+	client, err := newRedisClient(a.cfg.RedisURL, a.cfg.Store.Budget)
 	if err != nil {
 		return err
 	}
@@ -203,8 +203,15 @@ func (a *app) buildStore(ctx context.Context) error {
 }
 
 // newRedisClient parses a redis:// URL into a client whose calls honour
-// their context deadline (the failover budget).
-func newRedisClient(rawURL string) (*redis.Client, error) {
+// their context deadline (the failover budget). A budget > 0 also becomes
+// every socket and pool timeout the URL leaves unset: go-redis takes the
+// earlier of the context deadline and now+ReadTimeout, so with its default
+// (5s) a budget above 5s would be cut short, and a call never has longer
+// than the budget anyway. Dials run in go-redis's background, not within
+// a call, so they get at least minDialTimeout: a handshake slower than the
+// budget still completes and pools its connection. Budget 0 keeps go-redis's
+// defaults (bench's raw modes).
+func newRedisClient(rawURL string, budget time.Duration) (*redis.Client, error) {
 	opt, err := redis.ParseURL(rawURL)
 	if err != nil {
 		return nil, errors.New("redis url: " + sanitize(err.Error(), rawURL))
@@ -213,8 +220,23 @@ func newRedisClient(rawURL string) (*redis.Client, error) {
 	// A retried command may run a decision twice (counting more, never
 	// less); the budget is too short for retries to help anyway.
 	opt.MaxRetries = -1
+	if budget > 0 {
+		for _, d := range []*time.Duration{&opt.ReadTimeout, &opt.WriteTimeout, &opt.PoolTimeout} {
+			if *d == 0 {
+				*d = budget
+			}
+		}
+		if opt.DialTimeout == 0 {
+			opt.DialTimeout = max(budget, minDialTimeout)
+		}
+	}
 	return redis.NewClient(opt), nil
 }
+
+// minDialTimeout bounds a background dial to Redis from below; short, so a
+// blackholed Redis does not hold go-redis's dial slots (5 attempts each)
+// for long after it returns.
+const minDialTimeout = time.Second
 
 // buildAudit sets up the audit trail: a bounded memory store without a
 // database, else Postgres with a batching, spooling writer.

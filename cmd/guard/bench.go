@@ -106,7 +106,7 @@ type bench struct {
 }
 
 func newBench(ctx context.Context, f benchFlags) (*bench, error) {
-	client, err := newRedisClient(f.redisURL)
+	client, err := newRedisClient(f.redisURL, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +166,7 @@ func (b *bench) op(ctx context.Context, mode string) (func(ctx context.Context, 
 			return err
 		}, noop, nil
 	case "store":
-		client, err := newRedisClient(b.f.redisURL)
+		client, err := newRedisClient(b.f.redisURL, 0)
 		if err != nil {
 			return nil, nil, err
 		}
