@@ -324,11 +324,28 @@ func (a *app) runBackground(ctx context.Context) {
 	}
 }
 
-// pollHealth refreshes the gauges that no event updates.
-func (a *app) pollHealth(context.Context) {
+// pollHealth refreshes the gauges that no event updates. guard_postgres_up
+// is polled too: the writer reports only its own transitions and starts
+// presuming Postgres up, so a database that was down at start (or has not
+// been written to since) would otherwise leave the gauge wrong for good.
+func (a *app) pollHealth(ctx context.Context) {
 	st := a.recorder.Stats()
 	a.metrics.SetAuditBacklog(st.Queued + st.SpoolEvents)
 	a.metrics.SetSpoolBytes(st.SpoolBytes)
+	if a.pool != nil {
+		a.metrics.SetPostgresUp(a.postgresUp(ctx))
+	}
+}
+
+// postgresUp reports whether the audit database takes writes: the writer
+// has not seen it fail and it answers a ping within a second.
+func (a *app) postgresUp(ctx context.Context) bool {
+	if !a.recorder.PostgresUp() {
+		return false
+	}
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	return a.audit.Ping(pctx) == nil
 }
 
 // readiness answers /readyz: Guard can always decide (the fallback limiter
@@ -339,14 +356,8 @@ func (a *app) readiness(ctx context.Context) api.Readiness {
 	if a.failover != nil && a.failover.Degraded() {
 		r.Mode, r.Redis = "degraded", "down"
 	}
-	if a.pool != nil && !a.recorder.PostgresUp() {
+	if a.pool != nil && !a.postgresUp(ctx) {
 		r.Postgres = "down"
-	} else if a.pool != nil {
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		if a.audit.Ping(pctx) != nil {
-			r.Postgres = "down"
-		}
 	}
 	return r
 }
