@@ -29,22 +29,14 @@ import (
 // last, reaches Postgres only through the shutdown's flush, so the test
 // fails when the shutdown skips it (unless the count happens to be a
 // multiple of 64), while full batches still take the live write path.
-func sigtermConfig(spoolDir string) string {
-	return `listen: 127.0.0.1:0
-key_secret: sigterm-secret-0123456789abcdef
-instance: sigterm-1
-api_keys:
-  - {name: auth-service, scopes: [check], key: "` + checkKey + `"}
-actions:
-  login:
-    limits:
-      - {dimension: ip, limit: 3, window: 1m}
-    failures:
-      - {dimension: user, limit: 2, window: 15m}
-    lockout: {ladder: [1m, 5m], decay: 1h, ledger: auth}
-audit: {spool_dir: "` + spoolDir + `", flush_interval: 1h, batch_size: 64}
-store: {budget: 2s}
-`
+func sigtermConfig(t *testing.T, spoolDir string) string {
+	t.Helper()
+	const live, tail = "flush_interval: 20ms, batch_size: 50", "flush_interval: 1h, batch_size: 64"
+	cfg := e2eConfig(spoolDir)
+	if !strings.Contains(cfg, live) {
+		t.Fatalf("e2eConfig no longer holds %q: update sigtermConfig", live)
+	}
+	return strings.Replace(cfg, live, tail, 1)
 }
 
 // TestSIGTERMDuringBurstKeepsEveryDecision runs guard as a real process
@@ -55,7 +47,7 @@ store: {budget: 2s}
 func TestSIGTERMDuringBurstKeepsEveryDecision(t *testing.T) {
 	redisURL, prefix := testenv.Redis(t)
 	dbURL := testenv.Database(t, "guard_cmd_")
-	p := startGuardProcess(t, sigtermConfig(t.TempDir()), map[string]string{
+	p := startGuardProcess(t, sigtermConfig(t, t.TempDir()), map[string]string{
 		"GUARD_REDIS_URL":    redisURL,
 		"GUARD_DATABASE_URL": dbURL,
 		"GUARD_KEY_PREFIX":   prefix,
