@@ -61,6 +61,7 @@ func runConformance(t *testing.T, h storeHarness) {
 		{"DenialFailures", false, confDenialFailures},
 		{"Unlock", false, confUnlock},
 		{"Lockouts", false, confLockouts},
+		{"LockoutPages", false, confLockoutPages},
 		{"ConcurrentStrikes", false, confConcurrentStrikes},
 		{"RejectsInvalid", false, confRejectsInvalid},
 	}
@@ -147,17 +148,14 @@ func (c *conf) unlock(t *testing.T, s Store, req UnlockRequest) bool {
 // backend may hold other tests' lockouts too).
 func (c *conf) lockouts(t *testing.T, s Store) []LockState {
 	t.Helper()
-	all, err := s.Lockouts(context.Background())
+	page, err := s.Lockouts(context.Background(), &LockQuery{Pattern: c.prefix + "*", Limit: 1000})
 	if err != nil {
 		t.Fatalf("Lockouts: %v", err)
 	}
-	var mine []LockState
-	for _, l := range all {
-		if strings.HasPrefix(l.Key, c.prefix) {
-			mine = append(mine, l)
-		}
+	if page.Next != "" {
+		t.Fatalf("Lockouts: a next page after %d lockouts", len(page.Locks))
 	}
-	return mine
+	return page.Locks
 }
 
 // confMs is the store-clock millisecond of t.
