@@ -112,15 +112,17 @@ func (s *RedisStore) Check(ctx context.Context, req *CheckRequest) (CheckResult,
 		allowed = allowed && r.allowed
 	}
 
+	// On Cluster each slot's node has its own TIME; the answer's Now is
+	// the latest, and every time-to is relative to it.
 	res := CheckResult{Allowed: allowed, Rules: make([]RuleResult, len(req.Rules))}
+	for _, r := range replies {
+		res.Now = time.UnixMilli(max(res.Now.UnixMilli(), r.now))
+	}
 	var locked *LockState
 	for gi, g := range groups {
 		r := &replies[gi]
-		if gi == 0 || r.now > res.Now.UnixMilli() {
-			res.Now = time.UnixMilli(r.now)
-		}
 		for j, ri := range g.rules {
-			res.Rules[ri] = ruleResult(&req.Rules[ri], req.Cost, allowed, r.now, r.rules[j])
+			res.Rules[ri] = ruleResult(&req.Rules[ri], req.Cost, allowed, res.Now.UnixMilli(), r.rules[j])
 		}
 		if st := r.lockState(req.Locks, g.locks); st != nil && (locked == nil || st.Until.After(locked.Until)) {
 			locked = st
