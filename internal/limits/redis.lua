@@ -72,12 +72,36 @@ local function first(s, n, edge)
   return lo
 end
 
--- logs caches each log read in this call: key -> string ('' when absent).
+-- raw caches every key read in this call: key -> value (false: absent).
+-- A decision's reads are one MGET (prefetch); later reads of other keys
+-- (a strike's lock record) are a GET each.
+local raw = {}
+local function prefetch(keys)
+  local want = {}
+  for _, k in ipairs(keys) do
+    if raw[k] == nil then want[#want + 1] = k; raw[k] = false end
+  end
+  if #want > 0 then
+    local v = redis.call('MGET', unpack(want))
+    for i, k in ipairs(want) do raw[k] = v[i] end
+  end
+end
+local function read(k)
+  local v = raw[k]
+  if v == nil then
+    v = redis.call('GET', k)
+    raw[k] = v
+  end
+  return v
+end
+
+-- logs caches each log as this call sees it: key -> string ('' when absent).
 local logs = {}
 local function readLog(k)
   local s = logs[k]
   if s == nil then
-    s = redis.call('GET', k) or ''
+    s = read(k) or ''
+    if #s % W ~= 0 then error('guard: ' .. k .. ' is no log of 6-byte stamps') end
     logs[k] = s
   end
   return s
@@ -99,7 +123,7 @@ end
 
 -- Lock records.
 local function readLock(k)
-  local v = redis.call('GET', k)
+  local v = read(k)
   if not v then return nil end
   local level, since, untilMs, last, info = string.match(v, '^(%d+)|(%d+)|(%d+)|(%d+)|(.*)$')
   if not level then return nil end
@@ -111,7 +135,7 @@ local nL, trustKey = 0, nil
 local trusted = nil
 local function isTrusted()
   if trusted == nil then
-    local v = trustKey and tonumber(redis.call('GET', trustKey))
+    local v = trustKey and tonumber(read(trustKey))
     trusted = v and v > now or false
   end
   return trusted
@@ -169,8 +193,9 @@ local function strike(i, f)
   if last == nil or now - last >= esc.decay then level = 0 end
   level = math.min(level + 1, #esc.ladder)
   local untilMs = now + esc.ladder[level]
-  redis.call('SET', f.lock, level .. '|' .. now .. '|' .. untilMs .. '|' .. now .. '|' .. f.info,
-    'PX', math.max(math.max(untilMs, now + esc.decay) - now, 1))
+  local rec = level .. '|' .. now .. '|' .. untilMs .. '|' .. now .. '|' .. f.info
+  redis.call('SET', f.lock, rec, 'PX', math.max(math.max(untilMs, now + esc.decay) - now, 1))
+  raw[f.lock] = rec
   for _, l in ipairs(locks) do
     if l.key == f.lock then l.rec = {level, now, untilMs, now, f.info} end
   end
@@ -227,6 +252,12 @@ if op == 'check' then
   end
   readSpares()
 
+  local pre = {}
+  for i = 1, nR do pre[i] = rules[i].key end
+  for i = 1, nL do pre[#pre + 1] = locks[i].key end
+  if trustKey then pre[#pre + 1] = trustKey end
+  prefetch(pre)
+
   local li, lr = activeLock()
   local allowed = li == 0
   local out = {now, 0, 0, 0, 0, 0, '', nR}
@@ -274,6 +305,16 @@ if op == 'report' then
   for i = 1, nC do clear[i] = key() end
   readEscalation()
   readSpares()
+  local pre = {}
+  for i = 1, nL do pre[i] = locks[i].key end
+  if trustKey then pre[#pre + 1] = trustKey end
+  if failure then
+    for _, f in ipairs(esc.fails) do
+      pre[#pre + 1] = f.key
+      pre[#pre + 1] = f.lock
+    end
+  end
+  prefetch(pre)
   if failure then
     fail()
   else
