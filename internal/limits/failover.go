@@ -92,7 +92,7 @@ func NewFailover(logger *slog.Logger, cfg FailoverConfig, primary Store, fallbac
 		logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Budget <= 0 {
-		cfg.Budget = 50 * time.Millisecond
+		cfg.Budget = DefaultBudget
 	}
 	if cfg.FailureThreshold <= 0 {
 		cfg.FailureThreshold = 3

@@ -36,7 +36,7 @@ func failoverBenchRedis(b *testing.B) *RedisStore {
 		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = 250*time.Millisecond,
 			250*time.Millisecond, 250*time.Millisecond, 250*time.Millisecond
 	})
-	return NewRedis(c, RedisConfig{Prefix: prefix})
+	return NewRedis(c, RedisStoreConfig{Prefix: prefix})
 }
 
 // failoverBenchReq is a login-like attempt: two rules over 10,000 keys.

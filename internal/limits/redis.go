@@ -19,8 +19,8 @@ import (
 //go:embed redis.lua
 var redisSource string
 
-// RedisConfig configures a RedisStore.
-type RedisConfig struct {
+// RedisStoreConfig configures a RedisStore.
+type RedisStoreConfig struct {
 	// Prefix is put in front of the store's own keys (today only the
 	// lockout index, Prefix+"locks"). Default "guard:v1:". Log, lock and
 	// trust keys come from the caller, already prefixed.
@@ -57,7 +57,7 @@ var _ Store = (*RedisStore)(nil)
 // NewRedis returns a RedisStore over client. The store owns the client:
 // Close closes it. The script is loaded on first use (and reloaded
 // transparently after SCRIPT FLUSH or a restart).
-func NewRedis(client redis.UniversalClient, cfg RedisConfig) *RedisStore {
+func NewRedis(client redis.UniversalClient, cfg RedisStoreConfig) *RedisStore {
 	if cfg.Prefix == "" {
 		cfg.Prefix = "guard:v1:"
 	}

@@ -21,7 +21,7 @@ func newRedisTestStore(t *testing.T, url, prefix string) (*RedisStore, *redis.Cl
 	c := newRedisTestClient(t, url)
 	hook := &redisCountHook{}
 	c.AddHook(hook)
-	s := NewRedis(c, RedisConfig{Prefix: prefix})
+	s := NewRedis(c, RedisStoreConfig{Prefix: prefix})
 	return s, c, hook
 }
 
@@ -394,11 +394,11 @@ func TestRedisConfigDefaults(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	cases := []struct {
 		name string
-		cfg  RedisConfig
+		cfg  RedisStoreConfig
 		want string
 	}{
-		{"zero prefix", RedisConfig{}, "guard:v1:locks"},
-		{"own prefix", RedisConfig{Prefix: "x:"}, "x:locks"},
+		{"zero prefix", RedisStoreConfig{}, "guard:v1:locks"},
+		{"own prefix", RedisStoreConfig{Prefix: "x:"}, "x:locks"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -407,7 +407,7 @@ func TestRedisConfigDefaults(t *testing.T) {
 			}
 		})
 	}
-	if err := NewRedis(c, RedisConfig{}).Close(); err != nil {
+	if err := NewRedis(c, RedisStoreConfig{}).Close(); err != nil {
 		t.Errorf("close: %v", err)
 	}
 }
