@@ -8,10 +8,12 @@ import (
 	"hash"
 	"strings"
 	"sync"
+
+	"github.com/guardhq/guard/internal/limits"
 )
 
 // DefaultKeyPrefix is the versioned prefix of every Redis key Guard writes.
-const DefaultKeyPrefix = "guard:v1:"
+const DefaultKeyPrefix = limits.DefaultKeyPrefix
 
 // hashBytes is how much of the HMAC-SHA256 a key keeps: 144 bits is far
 // beyond any collision concern under a secret key and encodes to exactly

@@ -30,6 +30,8 @@ import (
 	"net/url"
 	"sync"
 	"time"
+
+	"github.com/guardhq/guard/sdk"
 )
 
 // Condition names a watched dependency.
@@ -344,7 +346,7 @@ func (n *Notifier) result(event, result string) {
 
 // stamp formats t as RFC 3339 with milliseconds in UTC, as the API does.
 func stamp(t time.Time) string {
-	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+	return t.UTC().Format(sdk.TimeFormat)
 }
 
 // Validate reports a WebhookURL that is set but not an absolute http or

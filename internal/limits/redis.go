@@ -59,7 +59,7 @@ var _ Store = (*RedisStore)(nil)
 // transparently after SCRIPT FLUSH or a restart).
 func NewRedis(client redis.UniversalClient, cfg RedisStoreConfig) *RedisStore {
 	if cfg.Prefix == "" {
-		cfg.Prefix = "guard:v1:"
+		cfg.Prefix = DefaultKeyPrefix
 	}
 	return &RedisStore{
 		client: client,

@@ -2,6 +2,10 @@ package limits
 
 import "time"
 
+// DefaultKeyPrefix starts every Redis key Guard writes unless
+// store.key_prefix says otherwise; the "v1" versions the key layout.
+const DefaultKeyPrefix = "guard:v1:"
+
 // DefaultBudget bounds every call to Redis when FailoverConfig.Budget is
 // unset.
 const DefaultBudget = 50 * time.Millisecond
