@@ -6,18 +6,16 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/guardhq/guard/internal/abuse"
+	"github.com/guardhq/guard/internal/bench"
 	"github.com/guardhq/guard/internal/config"
 	"github.com/guardhq/guard/sdk"
 )
@@ -82,20 +80,20 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	defer func() { _ = a.close(context.Background()) }()
 	fmt.Fprintf(e.stdout, "guard bench: %s per mode, %d workers, %d keys, Redis %s\n\n",
 		f.duration, f.concurrency, f.keys, redactURL(f.redisURL))
-	var results []benchResult
+	var results []bench.Result
 	for _, m := range modes {
 		op, closeOp, err := benchOp(ctx, a, f, m)
 		if err != nil {
 			return fmt.Errorf("bench %s: %w", m, err)
 		}
-		r, err := measure(ctx, m, f.duration, f.concurrency, op)
+		r, err := bench.Run(ctx, m, f.duration, f.concurrency, op)
 		closeOp()
 		if err != nil {
 			return fmt.Errorf("bench %s: %w", m, err)
 		}
 		results = append(results, r)
 	}
-	return writeBench(e.stdout, results)
+	return bench.WriteTable(e.stdout, results, benchModes[0])
 }
 
 // benchKey is the API key of the bench's in-process server.
@@ -143,8 +141,8 @@ func benchSubject(f benchFlags, w, i int) (user, ip string) {
 // the mode built. It warms up first: the first calls load the Lua script
 // and open connections, which on a loaded machine can miss the budget and
 // open the breaker; measuring starts once Redis answers within it.
-func benchOp(ctx context.Context, a *app, f benchFlags, mode string) (func(ctx context.Context, w, i int) error, func(), error) {
-	var op func(ctx context.Context, w, i int) error
+func benchOp(ctx context.Context, a *app, f benchFlags, mode string) (bench.Op, func(), error) {
+	var op bench.Op
 	closeFn := func() {}
 	switch mode {
 	case "check":
@@ -152,7 +150,7 @@ func benchOp(ctx context.Context, a *app, f benchFlags, mode string) (func(ctx c
 			user, ip := benchSubject(f, w, i)
 			d, err := a.guard.Check(ctx, abuse.CheckInput{Action: "login", Subject: abuse.Subject{User: &user, IP: &ip}, APIKey: "bench"})
 			if err == nil && d.Degraded {
-				return errDegraded
+				return bench.ErrDegraded
 			}
 			return err
 		}
@@ -175,7 +173,7 @@ func benchOp(ctx context.Context, a *app, f benchFlags, mode string) (func(ctx c
 			user, ip := benchSubject(f, w, i)
 			res, err := client.Check(ctx, sdk.CheckRequest{Action: "login", User: &user, IP: &ip})
 			if err == nil && res.Degraded {
-				return errDegraded
+				return bench.ErrDegraded
 			}
 			return err
 		}
@@ -188,119 +186,13 @@ func benchOp(ctx context.Context, a *app, f benchFlags, mode string) (func(ctx c
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, errDegraded) || time.Now().After(deadline) {
+		if !errors.Is(err, bench.ErrDegraded) || time.Now().After(deadline) {
 			closeFn()
 			return nil, nil, fmt.Errorf("warm-up: %w", err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	return op, closeFn, nil
-}
-
-// errDegraded marks an HTTP decision that came from the local fallback
-// because Redis did not answer within the budget: counted apart, not as a
-// Redis-backed decision.
-var errDegraded = errors.New("degraded decision")
-
-// benchResult is one mode's measurement.
-type benchResult struct {
-	mode     string
-	ops      int
-	errors   int
-	degraded int
-	elapsed  time.Duration
-	p50, p99 time.Duration
-}
-
-func (r benchResult) rate() float64 { return float64(r.ops) / r.elapsed.Seconds() }
-
-// measure runs op from concurrency workers for d and collects latencies.
-func measure(ctx context.Context, mode string, d time.Duration, concurrency int, op func(ctx context.Context, w, i int) error) (benchResult, error) {
-	runCtx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	var (
-		mu        sync.Mutex
-		latencies []time.Duration
-		errs      int
-		degraded  int
-		firstErr  error
-		wg        sync.WaitGroup
-	)
-	start := time.Now()
-	for w := range concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			local := make([]time.Duration, 0, 4096)
-			var nerr, ndeg int
-			var ferr error
-			for i := 0; runCtx.Err() == nil; i++ {
-				t0 := time.Now()
-				err := op(ctx, w, i)
-				if errors.Is(err, errDegraded) {
-					ndeg++
-					continue
-				}
-				if err != nil {
-					nerr++
-					if ferr == nil {
-						ferr = err
-					}
-					continue
-				}
-				local = append(local, time.Since(t0))
-			}
-			mu.Lock()
-			latencies = append(latencies, local...)
-			errs += nerr
-			degraded += ndeg
-			if firstErr == nil {
-				firstErr = ferr
-			}
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	if ctx.Err() != nil {
-		return benchResult{}, ctx.Err()
-	}
-	if len(latencies) == 0 && degraded == 0 {
-		return benchResult{}, fmt.Errorf("no operation succeeded: %v", firstErr)
-	}
-	if len(latencies) == 0 {
-		// Every answer came from the fallback: report that, not a rate.
-		return benchResult{mode: mode, degraded: degraded, elapsed: elapsed}, nil
-	}
-	if errs > len(latencies)/100 {
-		return benchResult{}, fmt.Errorf("%d of %d operations failed, first: %v", errs, errs+len(latencies), firstErr)
-	}
-	slices.Sort(latencies)
-	pct := func(p float64) time.Duration { return latencies[int(p*float64(len(latencies)-1))] }
-	return benchResult{mode: mode, ops: len(latencies), errors: errs, degraded: degraded, elapsed: elapsed, p50: pct(0.50), p99: pct(0.99)}, nil
-}
-
-func writeBench(w io.Writer, results []benchResult) error {
-	var base float64
-	for _, r := range results {
-		if r.mode == benchModes[0] {
-			base = r.rate()
-		}
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tdecisions/s\tp50\tp99\tvs "+benchModes[0]+"\terrors\tdegraded\t")
-	for _, r := range results {
-		ratio := "-"
-		if base > 0 {
-			ratio = fmt.Sprintf("%.2fx", r.rate()/base)
-		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%s\t%d\t%d\t\n", r.mode, r.rate(), fmtLatency(r.p50), fmtLatency(r.p99), ratio, r.errors, r.degraded)
-	}
-	return tw.Flush()
-}
-
-func fmtLatency(d time.Duration) string {
-	return fmt.Sprintf("%.3fms", float64(d)/float64(time.Millisecond))
 }
 
 // randomSuffix is 12 random hex digits, for key prefixes and secrets.
