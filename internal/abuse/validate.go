@@ -122,7 +122,10 @@ func validateAction(ps *problems, name string, a *Action) {
 	fail := func(section string, index int, field, format string, args ...any) {
 		ps.add(PolicyError{Action: name, Section: section, Index: index, Field: field, Message: fmt.Sprintf(format, args...)})
 	}
-	if !actionNameRE.MatchString(name) {
+	// Names derived from a bad action name (default rule names, the
+	// default ledger) are not reported again.
+	nameOK := actionNameRE.MatchString(name)
+	if !nameOK {
 		fail("name", -1, "", "%q is not a valid action name (letters, digits, _ . -, at most 64)", name)
 	}
 	if len(a.Limits) == 0 && len(a.Failures) == 0 {
@@ -132,8 +135,8 @@ func validateAction(ps *problems, name string, a *Action) {
 	// effective policy shows empty lists as [] rather than null.
 	a.Limits = append(make([]Rule, 0, len(a.Limits)), a.Limits...)
 	a.Failures = append(make([]Rule, 0, len(a.Failures)), a.Failures...)
-	validateRules(ps, name, "limits", "", a.Limits, nil)
-	validateRules(ps, name, "failures", "/failures", a.Failures, a.Limits)
+	validateRules(ps, name, nameOK, "limits", "", a.Limits, nil)
+	validateRules(ps, name, nameOK, "failures", "/failures", a.Failures, a.Limits)
 	l := &a.Lockout
 	if len(a.Failures) > 0 && len(l.Ladder) == 0 {
 		if l.isZero() {
@@ -157,10 +160,11 @@ func validateAction(ps *problems, name string, a *Action) {
 	case l.Decay == 0:
 		l.Decay = DefaultDecay
 	}
-	if l.Ledger == "" {
+	explicitLedger := l.Ledger != ""
+	if !explicitLedger {
 		l.Ledger = name
 	}
-	if !actionNameRE.MatchString(l.Ledger) {
+	if (explicitLedger || nameOK) && !actionNameRE.MatchString(l.Ledger) {
 		fail("lockout", -1, "ledger", "ledger %q is not a valid ledger name (letters, digits, _ . -, at most 64)", l.Ledger)
 	}
 	switch a.OnStoreFailure {
@@ -185,8 +189,9 @@ func checkDuration(d time.Duration) string {
 
 // validateRules checks one rule list of an action; others are the rules
 // already checked (limits, when checking failures), whose names the list
-// must not reuse.
-func validateRules(ps *problems, action, section, suffix string, rules, others []Rule) {
+// must not reuse. nameOK says the action's name is valid, so that default
+// rule names made from it are worth checking.
+func validateRules(ps *problems, action string, nameOK bool, section, suffix string, rules, others []Rule) {
 	fail := func(index int, field, format string, args ...any) *PolicyError {
 		ps.add(PolicyError{Action: action, Section: section, Index: index, Field: field, Message: fmt.Sprintf(format, args...)})
 		return (*ps)[len(*ps)-1].(*PolicyError)
@@ -225,6 +230,9 @@ func validateRules(ps *problems, action, section, suffix string, rules, others [
 				continue
 			}
 			r.Name = action + "/" + r.Dimension + suffix
+			if !nameOK {
+				continue
+			}
 		}
 		if msg := checkName(r.Name); msg != "" {
 			fail(i, "name", "rule name %s", msg)

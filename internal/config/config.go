@@ -194,6 +194,13 @@ func Parse(path string, data []byte, env Env) (*Config, error) {
 	cfg := &Config{File: path, Env: env}
 	d.fill(cfg, &f)
 	d.applyEnv(cfg, env)
+	if !cfg.PolicyFromFile {
+		cfg.Guard.Policy.Actions = abuse.DefaultPolicy().Actions
+	}
+	// The policy is validated even when the file had other problems, so
+	// that all of them come at once; what the decoder already reported
+	// on a line is not reported again in the policy's terms.
+	d.validatePolicy(cfg)
 	if err := d.err(); err != nil {
 		return nil, err
 	}
@@ -207,12 +214,6 @@ func Parse(path string, data []byte, env Env) (*Config, error) {
 	cfg.Alerts.Instance = cfg.Guard.Instance
 	if cfg.Writer.SpoolDir == "" {
 		cfg.Writer.SpoolDir = env.DefaultSpoolDir(os.TempDir())
-	}
-	if !cfg.PolicyFromFile {
-		cfg.Guard.Policy.Actions = abuse.DefaultPolicy().Actions
-	}
-	if err := d.validatePolicy(cfg); err != nil {
-		return nil, err
 	}
 	return cfg, nil
 }
@@ -416,11 +417,19 @@ func (d *decoder) apiKeys(entries []apiKey) []api.Key {
 }
 
 // validatePolicy runs abuse's validation (which also fills defaults and
-// normalises list users) and points each problem at the file's line.
-func (d *decoder) validatePolicy(cfg *Config) error {
+// normalises list users) and points each problem at the file's line,
+// leaving out those on a line the decoder has already complained about
+// (a limit that was not a number is not also "below 1").
+func (d *decoder) validatePolicy(cfg *Config) {
 	err := cfg.Guard.Policy.Validate()
 	if err == nil {
-		return nil
+		return
+	}
+	reported := map[int]bool{}
+	for _, e := range d.errs {
+		if ce, ok := e.(*Error); ok && ce.File == d.file && ce.Line > 0 {
+			reported[ce.Line] = true
+		}
 	}
 	for _, e := range unjoin(err) {
 		var pe *abuse.PolicyError
@@ -433,6 +442,9 @@ func (d *decoder) validatePolicy(cfg *Config) error {
 			continue
 		}
 		line, msg := d.policyLine(pe), pe.Error()
+		if reported[line] {
+			continue
+		}
 		if pe.PriorIndex >= 0 {
 			msg = strings.TrimSuffix(msg, fmt.Sprintf(" by %s[%d]", pe.PriorSection, pe.PriorIndex))
 			prior := fmt.Sprintf("actions.%s.%s[%d]", pe.Action, pe.PriorSection, pe.PriorIndex)
@@ -440,7 +452,6 @@ func (d *decoder) validatePolicy(cfg *Config) error {
 		}
 		d.errs = append(d.errs, &Error{File: d.file, Line: line, Msg: msg})
 	}
-	return d.err()
 }
 
 // policyLine finds the most precise line known for a policy problem.

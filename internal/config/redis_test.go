@@ -142,3 +142,38 @@ func TestParseWarnsShortAPIKeys(t *testing.T) {
 		t.Errorf("warning = %+v, want g.yaml:2 naming key \"short\" of 5 bytes", w)
 	}
 }
+
+func TestParseFileAndPolicyProblemsTogether(t *testing.T) {
+	const login = "actions:\n  login:\n    limits:\n"
+	tests := []struct {
+		name  string
+		yaml  string
+		lines []string // every problem, in order
+	}{
+		{"both kinds at once", "listen: nope\n" + login + "      - {dimension: email, limit: 5, window: 1m}\n",
+			[]string{"g.yaml:1: ", "g.yaml:5: "}},
+		{"a bad number is not also out of range", login + "      - {dimension: ip, limit: ten, window: 1m}\n",
+			[]string{"g.yaml:4: "}},
+		{"a missing window is not also too short", login + "      - {dimension: ip, limit: 5}\n",
+			[]string{"g.yaml:4: "}},
+		{"a bad action name is not also bad rule and ledger names", "actions:\n  log in:\n    limits: [{dimension: ip, limit: 1, window: 1m}]\n",
+			[]string{"g.yaml:2: "}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("g.yaml", []byte(tt.yaml), noEnv)
+			if err == nil {
+				t.Fatal("Parse = nil error")
+			}
+			got := strings.Split(err.Error(), "\n")
+			if len(got) != len(tt.lines) {
+				t.Fatalf("problems = %q, want %d starting %q", got, len(tt.lines), tt.lines)
+			}
+			for i, p := range tt.lines {
+				if !strings.HasPrefix(got[i], p) {
+					t.Errorf("problem %d = %q, want it to start %q", i, got[i], p)
+				}
+			}
+		})
+	}
+}
