@@ -411,3 +411,13 @@ func TestParsePrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestShippedConfigsParse keeps the config files shipped in the repository
+// valid (scripts/dev.yaml, mounted by docker-compose.yml).
+func TestShippedConfigsParse(t *testing.T) {
+	for _, path := range []string{"../../scripts/dev.yaml"} {
+		if _, err := Load(path, noEnv); err != nil {
+			t.Errorf("%s: %v", path, err)
+		}
+	}
+}
