@@ -421,3 +421,23 @@ func TestShippedConfigsParse(t *testing.T) {
 		}
 	}
 }
+
+// TestDocumentedExampleParses keeps the complete example of
+// docs/configuration.md (its first yaml block) a valid config.
+func TestDocumentedExampleParses(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```yaml\n")
+	example, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/configuration.md has no yaml block")
+	}
+	// The example's placeholders are not valid values.
+	example = strings.NewReplacer(`"<openssl rand -hex 32>"`, "s-0123456789abcdef",
+		`"<hex sha-256 of the key>"`, `"`+strings.Repeat("ab", 32)+`"`).Replace(example)
+	if _, err := Parse("configuration.md", []byte(example), noEnv); err != nil {
+		t.Errorf("the documented example does not parse:\n%v", err)
+	}
+}
