@@ -103,21 +103,46 @@ func decodeStrict(body []byte, dst any) error {
 	return nil
 }
 
-// nulField finds a top-level string field of dst (a pointer to a struct)
-// that holds a NUL and returns its json name.
+// nulField finds a top-level field of dst (a pointer to a struct) with a
+// string anywhere in it that holds a NUL, and returns its json name.
 func nulField(dst any) (string, bool) {
 	v := reflect.ValueOf(dst).Elem()
 	names := jsonFields(dst).byIndex
 	for i := range v.NumField() {
-		f := v.Field(i)
-		if f.Kind() == reflect.Pointer && !f.IsNil() {
-			f = f.Elem()
-		}
-		if f.Kind() == reflect.String && strings.IndexByte(f.String(), 0) >= 0 && names[i] != "" {
+		if names[i] != "" && hasNUL(v.Field(i)) {
 			return names[i], true
 		}
 	}
 	return "", false
+}
+
+// hasNUL reports whether any string in v holds a NUL.
+func hasNUL(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.String:
+		return strings.IndexByte(v.String(), 0) >= 0
+	case reflect.Pointer, reflect.Interface:
+		return !v.IsNil() && hasNUL(v.Elem())
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if hasNUL(v.Field(i)) {
+				return true
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			if hasNUL(v.Index(i)) {
+				return true
+			}
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			if hasNUL(it.Key()) || hasNUL(it.Value()) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // decodeError turns a decoding error into a 400 *Error, naming the

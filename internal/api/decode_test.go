@@ -293,3 +293,31 @@ func contractValid(body []byte, decoded sdk.CheckRequest) bool {
 		}
 	}
 }
+
+func TestDecodeStrictFindsNULAnywhere(t *testing.T) {
+	type request struct {
+		Name string            `json:"name"`
+		Tags []string          `json:"tags"`
+		Meta map[string]string `json:"meta"`
+	}
+	tests := []struct{ body, field string }{
+		{`{"name":"a\u0000"}`, "name"},
+		{`{"name":"a","tags":["x","y\u0000"]}`, "tags"},
+		{`{"meta":{"k\u0000":"v"}}`, "meta"},
+		{`{"name":"\\u0000 is text here"}`, ""},
+	}
+	for _, tt := range tests {
+		var dst request
+		err := decodeStrict([]byte(tt.body), &dst)
+		var e *Error
+		if tt.field == "" {
+			if err != nil {
+				t.Errorf("%s: %v, want it accepted", tt.body, err)
+			}
+			continue
+		}
+		if !errors.As(err, &e) || e.Field != tt.field {
+			t.Errorf("%s: error %v, want one naming field %s", tt.body, err, tt.field)
+		}
+	}
+}
