@@ -61,7 +61,7 @@ func newApp(ctx context.Context, logger *slog.Logger, cfg *config.Config, opts a
 			a = nil
 		}
 	}()
-	a.metrics.InitSeries(slices.Sorted(maps.Keys(cfg.Guard.Policy.Actions)), alertEvents())
+	a.metrics.InitSeries(slices.Sorted(maps.Keys(cfg.Guard.Policy.Actions)), alert.Events())
 	alerts := cfg.Alerts
 	alerts.OnResult = a.metrics.AlertSent
 	a.alerts = alert.New(logger, alerts, nil, nil)
@@ -106,16 +106,6 @@ func (a *app) onMaintain(rep audit.MaintenanceReport) {
 		return
 	}
 	a.alerts.Up(alert.AuditPartition, time.Now(), "")
-}
-
-// alertEvents are every event the notifier can send, so guard_alerts_total
-// has its series from the start.
-func alertEvents() []string {
-	var out []string
-	for _, c := range []alert.Condition{alert.Redis, alert.Postgres, alert.Spool, alert.AuditPartition} {
-		out = append(out, c.DownEvent(), c.UpEvent())
-	}
-	return out
 }
 
 // derive makes a purpose-bound key from the key secret, so the secret

@@ -53,6 +53,19 @@ const (
 	AuditPartition Condition = "audit_partition"
 )
 
+// Conditions lists every watched condition.
+var Conditions = []Condition{Redis, Postgres, Spool, AuditPartition}
+
+// Events lists every event the notifier can send, down and up for each of
+// Conditions (for guard_alerts_total's series).
+func Events() []string {
+	out := make([]string, 0, 2*len(Conditions))
+	for _, c := range Conditions {
+		out = append(out, c.DownEvent(), c.UpEvent())
+	}
+	return out
+}
+
 // DownEvent returns the event sent when c goes down, e.g. "redis_down".
 func (c Condition) DownEvent() string {
 	switch c {
