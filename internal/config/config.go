@@ -10,18 +10,12 @@
 package config
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/textproto"
-	"net/url"
 	"os"
 	"reflect"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -354,150 +348,6 @@ func (d *decoder) fill(cfg *Config, f *file) {
 	}
 }
 
-// apiKeys turns the api_keys entries into api.Keys (digests only) and
-// points api.ValidateKeys's problems at their lines.
-func (d *decoder) apiKeys(entries []apiKey) []api.Key {
-	keys := make([]api.Key, len(entries))
-	bad := map[int]bool{}
-	for i, e := range entries {
-		at := fmt.Sprintf("api_keys[%d]", i)
-		k := api.Key{Name: e.Name, Scopes: e.Scopes}
-		switch {
-		case e.Key != nil && e.KeySHA256 != nil:
-			d.errorAt(at, "%s: give key or key_sha256, not both", at)
-			bad[i] = true
-		case e.Key != nil:
-			if *e.Key == "" {
-				d.errorAt(at+".key", "%s.key must not be empty", at)
-				bad[i] = true
-			}
-			k.SHA256 = sha256.Sum256([]byte(*e.Key))
-		case e.KeySHA256 != nil:
-			b, err := hex.DecodeString(*e.KeySHA256)
-			if err != nil || len(b) != sha256.Size {
-				d.errorAt(at+".key_sha256", "%s.key_sha256 must be 64 hex digits (sha256sum of the key)", at)
-				bad[i] = true
-			}
-			copy(k.SHA256[:], b)
-		default:
-			d.errorAt(at, "%s: key or key_sha256 is required", at)
-			bad[i] = true
-		}
-		keys[i] = k
-	}
-	var errs []error
-	if err := api.ValidateKeys(keys); err != nil {
-		errs = unjoin(err)
-	}
-	for _, err := range errs {
-		var ke *api.KeyError
-		if !errors.As(err, &ke) {
-			d.errs = append(d.errs, err)
-			continue
-		}
-		if ke.Field == "key" && bad[ke.Index] {
-			continue // already reported in the file's own terms
-		}
-		at := fmt.Sprintf("api_keys[%d]", ke.Index)
-		path := at + "." + ke.Field
-		if ke.Field == "key" || !d.has(path) {
-			path = at
-		}
-		msg := ke.Message
-		if ke.Prior >= 0 {
-			prior := fmt.Sprintf("api_keys[%d]", ke.Prior)
-			if ke.Field == "name" {
-				prior += ".name"
-			}
-			msg += " on line " + strconv.Itoa(d.lines[prior])
-		}
-		d.errorAt(path, "%s: %s", at, msg)
-	}
-	return keys
-}
-
-// validatePolicy runs abuse's validation (which also fills defaults and
-// normalises list users) and points each problem at the file's line,
-// leaving out those on a line the decoder has already complained about
-// (a limit that was not a number is not also "below 1").
-func (d *decoder) validatePolicy(cfg *Config) {
-	err := cfg.Guard.Policy.Validate()
-	if err == nil {
-		return
-	}
-	reported := map[int]bool{}
-	for _, e := range d.errs {
-		if ce, ok := e.(*Error); ok && ce.File == d.file && ce.Line > 0 {
-			reported[ce.Line] = true
-		}
-	}
-	for _, e := range unjoin(err) {
-		var pe *abuse.PolicyError
-		if !errors.As(e, &pe) {
-			d.errs = append(d.errs, fmt.Errorf("%s: policy: %w", d.file, e))
-			continue
-		}
-		if !cfg.PolicyFromFile && pe.Action != "" {
-			d.errs = append(d.errs, fmt.Errorf("%s: built-in default policy: %w", d.file, e))
-			continue
-		}
-		line, msg := d.policyLine(pe), pe.Error()
-		if reported[line] {
-			continue
-		}
-		if pe.PriorIndex >= 0 {
-			msg = strings.TrimSuffix(msg, fmt.Sprintf(" by %s[%d]", pe.PriorSection, pe.PriorIndex))
-			prior := fmt.Sprintf("actions.%s.%s[%d]", pe.Action, pe.PriorSection, pe.PriorIndex)
-			msg += " on line " + strconv.Itoa(d.lines[prior])
-		}
-		d.errs = append(d.errs, &Error{File: d.file, Line: line, Msg: msg})
-	}
-}
-
-// policyLine finds the most precise line known for a policy problem.
-func (d *decoder) policyLine(e *abuse.PolicyError) int {
-	var base, sec string
-	switch {
-	case e.Action != "":
-		base = "actions." + e.Action
-		sec = base
-		if e.Section != "" && e.Section != "name" {
-			sec = base + "." + e.Section
-		}
-	case e.Section == "allow" || e.Section == "deny":
-		base = "lists"
-		sec = "lists." + e.Section
-	default:
-		base, sec = "actions", "actions"
-	}
-	var paths []string
-	if e.Index >= 0 {
-		i := fmt.Sprintf("[%d]", e.Index)
-		if e.Field != "" {
-			paths = append(paths, sec+i+"."+e.Field, sec+"."+e.Field+i)
-		}
-		paths = append(paths, sec+i)
-	}
-	if e.Field != "" {
-		paths = append(paths, sec+"."+e.Field)
-	}
-	paths = append(paths, sec, base)
-	for _, p := range paths {
-		if line, ok := d.lines[p]; ok {
-			return line
-		}
-	}
-	return 0
-}
-
-// unjoin splits an errors.Join result into its errors.
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
-}
-
 // applyEnv applies the GUARD_* overrides; they win over the file.
 func (d *decoder) applyEnv(cfg *Config, env Env) {
 	envErr := func(name string, err error) {
@@ -551,68 +401,5 @@ func (c *Config) SetListen(addr string) error {
 		return fmt.Errorf("--listen: %w", err)
 	}
 	c.Listen = addr
-	return nil
-}
-
-// instanceRE keeps instance names safe in metrics labels and logs.
-var instanceRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
-
-// headerNameRE is RFC 9110's token.
-var headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-
-func checkListen(addr string) error {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("%q is not host:port", addr)
-	}
-	if host != "" && net.ParseIP(host) == nil && !hostNameRE.MatchString(host) {
-		return fmt.Errorf("%q: bad host", addr)
-	}
-	if _, err := net.LookupPort("tcp", port); err != nil {
-		return fmt.Errorf("%q: bad port", addr)
-	}
-	return nil
-}
-
-// checkAddr checks a Redis node's host:port.
-func checkAddr(addr string) error {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil || host == "" {
-		return fmt.Errorf("%q is not host:port", addr)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("%q: bad port", addr)
-	}
-	return nil
-}
-
-var hostNameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$`)
-
-// checkURL checks the scheme and shape of a URL without echoing it: a
-// database or Redis URL may hold a password.
-func checkURL(raw string, schemes ...string) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return errors.New("not a valid URL")
-	}
-	ok := false
-	for _, s := range schemes {
-		ok = ok || u.Scheme == s
-	}
-	if !ok {
-		return fmt.Errorf("scheme must be one of %s", strings.Join(schemes, ", "))
-	}
-	if u.Scheme != "unix" && u.Host == "" {
-		return errors.New("the URL has no host")
-	}
-	return nil
-}
-
-var keyPrefixRE = regexp.MustCompile(`^[A-Za-z0-9_.:{}-]{1,64}$`)
-
-func checkKeyPrefix(p string) error {
-	if !keyPrefixRE.MatchString(p) {
-		return fmt.Errorf("%q: use 1 to 64 of letters, digits and _ . : { } -", p)
-	}
 	return nil
 }
