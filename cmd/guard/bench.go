@@ -17,6 +17,7 @@ import (
 	"github.com/guardhq/guard/internal/abuse"
 	"github.com/guardhq/guard/internal/bench"
 	"github.com/guardhq/guard/internal/config"
+	"github.com/guardhq/guard/internal/limits"
 	"github.com/guardhq/guard/sdk"
 )
 
@@ -72,7 +73,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	useRedisLog(log)
+	limits.UseLogger(log)
 	a, err := newBenchApp(ctx, log, f)
 	if err != nil {
 		return err

@@ -446,7 +446,6 @@ func TestServeRefusesBadConfig(t *testing.T) {
 		{"unknown key", "listen: 127.0.0.1:0\nlimits: {}\n", nil, `guard.yaml:2: config: unknown key "limits"`},
 		{"redis without secret", "listen: 127.0.0.1:0\n", map[string]string{"GUARD_REDIS_URL": "redis://127.0.0.1:6379/0"}, "key_secret is required with a Redis URL"},
 		{"bad env", "listen: 127.0.0.1:0\n", map[string]string{"GUARD_LISTEN": "nope"}, "GUARD_LISTEN"},
-		{"cluster not wired yet", "listen: 127.0.0.1:0\nkey_secret: s-0123456789abcdef\nredis: {cluster: [127.0.0.1:7000]}\n", nil, "redis.cluster and redis.sentinel are not supported by this build yet"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/guardhq/guard/internal/config"
+	"github.com/guardhq/guard/internal/limits"
 )
 
 const serveHelp = `
@@ -55,7 +56,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	useRedisLog(logger)
+	limits.UseLogger(logger)
 	cfg, err := config.Load(*configPath, e.env)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 // request's identifiers.
 
 // Recorder takes audit events without blocking the decision path
+// Recorder takes audit events without blocking the decision path
 // (audit.Writer implements it).
 type Recorder interface {
 	Record(e audit.Event)

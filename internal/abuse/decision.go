@@ -124,6 +124,17 @@ type LockoutFilter struct {
 	Subject   Subject
 	Dimension string
 	Ledger    string
+	// Limit is the page size, 1 to 1000; 0 means 100.
+	Limit int
+	// Cursor is a LockoutPage's Next, "" for the first page.
+	Cursor string
+}
+
+// LockoutPage is one page of a lockout listing.
+type LockoutPage struct {
+	Lockouts []ActiveLockout
+	// Next continues the listing; "" when it is complete.
+	Next string
 }
 
 // ActiveLockout is one entry of the lockout listing. Only the identifiers

@@ -56,7 +56,7 @@ func testConfig() Config {
 type fakeGuard struct {
 	check    func(context.Context, abuse.CheckInput) (abuse.Decision, error)
 	report   func(context.Context, abuse.ReportInput) (abuse.ReportOutcome, error)
-	lockouts func(context.Context, abuse.LockoutFilter) ([]abuse.ActiveLockout, error)
+	lockouts func(context.Context, abuse.LockoutFilter) (abuse.LockoutPage, error)
 	unlock   func(context.Context, abuse.UnlockInput) error
 	policy   abuse.Policy
 }
@@ -75,9 +75,9 @@ func (g *fakeGuard) Report(ctx context.Context, in abuse.ReportInput) (abuse.Rep
 	return g.report(ctx, in)
 }
 
-func (g *fakeGuard) Lockouts(ctx context.Context, f abuse.LockoutFilter) ([]abuse.ActiveLockout, error) {
+func (g *fakeGuard) Lockouts(ctx context.Context, f abuse.LockoutFilter) (abuse.LockoutPage, error) {
 	if g.lockouts == nil {
-		return nil, nil
+		return abuse.LockoutPage{}, nil
 	}
 	return g.lockouts(ctx, f)
 }

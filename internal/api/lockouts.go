@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/gin-gonic/gin"
 
@@ -10,9 +11,10 @@ import (
 	"github.com/guardhq/guard/sdk"
 )
 
-// handleLockouts answers GET /v1/lockouts?user=&ip=&device=&dimension=&ledger=.
+// handleLockouts answers GET
+// /v1/lockouts?user=&ip=&device=&dimension=&ledger=&limit=&cursor=.
 func (s *server) handleLockouts(c *gin.Context) {
-	q, err := singleParams(c, "user", "ip", "device", "dimension", "ledger")
+	q, err := singleParams(c, "user", "ip", "device", "dimension", "ledger", "limit", "cursor")
 	if err != nil {
 		writeError(c, err)
 		return
@@ -22,12 +24,16 @@ func (s *server) handleLockouts(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	list, err := s.deps.Guard.Lockouts(c.Request.Context(), f)
+	page, err := s.deps.Guard.Lockouts(c.Request.Context(), f)
 	if err != nil {
 		writeError(c, dependency(err))
 		return
 	}
-	c.JSON(http.StatusOK, sdk.LockoutsResponse{Lockouts: wireLockouts(list)})
+	resp := sdk.LockoutsResponse{Lockouts: wireLockouts(page.Lockouts)}
+	if page.Next != "" {
+		resp.NextCursor = &page.Next
+	}
+	c.JSON(http.StatusOK, resp)
 }
 
 // lockoutFilter builds the abuse filter from single-valued query params.
@@ -49,6 +55,16 @@ func lockoutFilter(q map[string]*string) (abuse.LockoutFilter, error) {
 	}
 	if l := q["ledger"]; l != nil {
 		f.Ledger = *l
+	}
+	if v := q["limit"]; v != nil {
+		n, err := strconv.Atoi(*v)
+		if err != nil || n < 1 || n > 1000 {
+			return f, badRequest("limit", "limit must be an integer from 1 to 1000")
+		}
+		f.Limit = n
+	}
+	if v := q["cursor"]; v != nil {
+		f.Cursor = *v
 	}
 	return f, nil
 }

@@ -238,7 +238,7 @@ func (s *server) handleUILockouts(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	list, err := s.deps.Guard.Lockouts(c.Request.Context(), abuse.LockoutFilter{})
+	page, err := s.deps.Guard.Lockouts(c.Request.Context(), abuse.LockoutFilter{})
 	if err != nil {
 		writeError(c, dependency(err))
 		return
@@ -253,7 +253,7 @@ func (s *server) handleUILockouts(c *gin.Context) {
 		Title    string
 		Lockouts []uiLockout
 	}{Title: "Active lockouts"}
-	for _, l := range list {
+	for _, l := range page.Lockouts {
 		data.Lockouts = append(data.Lockouts, uiLockout{
 			Ledger: l.Ledger, Dimension: l.Dimension, User: str(l.User), IP: str(l.IP),
 			Device: str(l.Device), Level: l.Level,

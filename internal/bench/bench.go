@@ -42,7 +42,8 @@ func (r Result) Rate() float64 {
 	return float64(r.Ops) / r.Elapsed.Seconds()
 }
 
-// Run repeats op from concurrency workers for d. It fails when no
+// Run repeats op from concurrency workers for d (each worker at least
+// once). It fails when no
 // operation succeeded, or when more than 1% of them failed (not counting
 // degraded answers); a run whose every answer was degraded is a Result
 // without a rate.
@@ -63,7 +64,8 @@ func Run(ctx context.Context, name string, d time.Duration, concurrency int, op 
 			local := make([]time.Duration, 0, 4096)
 			var nerr, ndeg int
 			var ferr error
-			for i := 0; runCtx.Err() == nil; i++ {
+			// Every worker runs at least once, however late it starts.
+			for i := 0; i == 0 || runCtx.Err() == nil; i++ {
 				t0 := time.Now()
 				err := op(ctx, w, i)
 				switch {
