@@ -27,7 +27,7 @@ func (s *server) handleLockouts(c *gin.Context) {
 		writeError(c, dependency(err))
 		return
 	}
-	c.JSON(http.StatusOK, sdk.LockoutsResponse{Lockouts: wireLockouts(list)})
+	c.JSON(http.StatusOK, encodeLockouts(sdk.LockoutsResponse{Lockouts: wireLockouts(list)}))
 }
 
 // lockoutFilter builds the abuse filter from single-valued query params.
