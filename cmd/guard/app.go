@@ -99,6 +99,7 @@ func newApp(ctx context.Context, logger *slog.Logger, cfg *Config, opts appOptio
 			UserHeader:     cfg.ForwardAuth.UserHeader,
 			DeviceHeader:   cfg.ForwardAuth.DeviceHeader,
 			TrustedProxies: proxies,
+			AllowStatus:    cfg.ForwardAuth.AllowStatus,
 		},
 	}, api.Deps{
 		Guard:           a.guard,

@@ -121,6 +121,8 @@ type ForwardAuthConfig struct {
 	UserHeader     string
 	DeviceHeader   string
 	TrustedProxies []netip.Prefix
+	// AllowStatus is 204 (default) or 200 (Envoy ext_authz).
+	AllowStatus int
 }
 
 // topLevelKeys are the keys the file may have.
@@ -163,7 +165,7 @@ func parseConfig(file string, data []byte, getenv func(string) string) (*Config,
 			BatchSize:     defaultBatchSize,
 			FlushInterval: defaultFlushInterval,
 		},
-		ForwardAuth: ForwardAuthConfig{UserHeader: defaultUserHeader, DeviceHeader: defaultDeviceHeader},
+		ForwardAuth: ForwardAuthConfig{UserHeader: defaultUserHeader, DeviceHeader: defaultDeviceHeader, AllowStatus: 204},
 	}
 	name := file
 	if name == "" {
@@ -327,7 +329,7 @@ func (cfg *Config) decodeAudit(d *yamlDecoder, f field) {
 }
 
 func (cfg *Config) decodeForwardAuth(d *yamlDecoder, f field) {
-	m := d.mapping(f.val, "forward_auth", "user_header", "device_header", "trusted_proxies")
+	m := d.mapping(f.val, "forward_auth", "user_header", "device_header", "trusted_proxies", "allow_status")
 	for key, dst := range map[string]*string{"user_header": &cfg.ForwardAuth.UserHeader, "device_header": &cfg.ForwardAuth.DeviceHeader} {
 		if v, ok := m[key]; ok {
 			d.str(v, "forward_auth."+key, dst)
@@ -340,6 +342,17 @@ func (cfg *Config) decodeForwardAuth(d *yamlDecoder, f field) {
 	}
 	if v, ok := m["trusted_proxies"]; ok {
 		d.prefixes(v, "forward_auth.trusted_proxies", &cfg.ForwardAuth.TrustedProxies)
+	}
+	if v, ok := m["allow_status"]; ok {
+		var status int
+		d.integer(v, "forward_auth.allow_status", 100, 599, &status)
+		switch status {
+		case 200, 204:
+			cfg.ForwardAuth.AllowStatus = status
+		case 0: // d.integer reported it
+		default:
+			d.errorf(v.val, "forward_auth.allow_status: %d is neither 204 (the default) nor 200 (for Envoy ext_authz)", status)
+		}
 	}
 }
 

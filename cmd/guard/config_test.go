@@ -157,6 +157,7 @@ func TestParseConfigDefaults(t *testing.T) {
 		{"flush interval", cfg.Audit.FlushInterval, 200 * time.Millisecond},
 		{"user header", cfg.ForwardAuth.UserHeader, "X-Guard-User"},
 		{"device header", cfg.ForwardAuth.DeviceHeader, "X-Guard-Device"},
+		{"allow status", cfg.ForwardAuth.AllowStatus, 204},
 		{"redis url", cfg.RedisURL, ""},
 		{"database url", cfg.DatabaseURL, ""},
 		{"key secret", cfg.KeySecret, ""},
@@ -184,6 +185,16 @@ func TestParseConfigListsKeepDefaultPolicy(t *testing.T) {
 	}
 	if got := cfg.Policy.Deny.Users; len(got) != 1 {
 		t.Errorf("Deny.Users = %v, want one user", got)
+	}
+}
+
+func TestParseConfigAllowStatus(t *testing.T) {
+	cfg, err := parseConfig("g.yaml", []byte("forward_auth: {allow_status: 200}\n"), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ForwardAuth.AllowStatus != 200 {
+		t.Errorf("allow status = %d, want 200", cfg.ForwardAuth.AllowStatus)
 	}
 }
 
@@ -303,6 +314,8 @@ func TestParseConfigRejects(t *testing.T) {
 		{"flush interval", "audit:\n  flush_interval: 0\n", 2, "at least 1ms"},
 		{"bad header", "forward_auth: {user_header: \"X User\"}\n", 1, "not a valid HTTP header name"},
 		{"bad trusted proxy", "forward_auth: {trusted_proxies: [\"1.2.3\"]}\n", 1, "not an IP address"},
+		{"bad allow status", "forward_auth: {allow_status: 201}\n", 1, "neither 204 (the default) nor 200"},
+		{"allow status not a number", "forward_auth: {allow_status: ok}\n", 1, "must be a whole number"},
 		{"api key no name", "api_keys:\n  - {scopes: [check], key: a}\n", 2, "name is required"},
 		{"api key duplicate name", "api_keys:\n  - {name: a, scopes: [check], key: a}\n  - {name: a, scopes: [check], key: b}\n", 3, `key name "a" is already used on line 2`},
 		{"api key unknown scope", "api_keys:\n  - {name: a, scopes: [check, write], key: a}\n", 2, `unknown scope "write"`},

@@ -105,6 +105,10 @@ type ForwardAuthConfig struct {
 	// proxies whose X-Forwarded-For and X-Real-IP are believed. None by
 	// default, loopback included.
 	TrustedProxies []string
+	// AllowStatus is the status of an allowed attempt: 204 (default, for
+	// nginx auth_request, Traefik, Caddy) or 200 (Envoy ext_authz, which
+	// takes every other status for a denial).
+	AllowStatus int
 }
 
 // Deps are the API's collaborators.
