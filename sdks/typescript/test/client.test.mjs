@@ -4,20 +4,30 @@
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { createServer as createTCPServer } from "node:net";
-import { test } from "node:test";
+import { after, test } from "node:test";
 import { GuardClient, GuardError, isUnavailable, parseRetryAfter } from "../dist/index.js";
 
 const answer = '{"decision":"allow","reason":"ok","retry_after_ms":0,"decision_id":"01J","degraded":false,"limits":[],"lockout":null}';
 const login = { action: "login", user: "alice@example.com" };
 
+// Every server is closed when the file's tests end, failed or not, so a
+// failure cannot leave the process hanging.
+const servers = new Set();
+after(() => Promise.all([...servers].map((s) => s.close())));
+
 async function serve(handler) {
   const calls = { n: 0 };
   const srv = createServer((req, res) => { calls.n++; handler(req, res, calls.n); });
   await new Promise((r) => srv.listen(0, "127.0.0.1", r));
-  return {
+  const s = {
     url: `http://127.0.0.1:${srv.address().port}`, calls,
-    close: () => new Promise((r) => { srv.closeAllConnections(); srv.close(r); }),
+    close: () => {
+      if (!servers.delete(s)) return Promise.resolve();
+      return new Promise((r) => { srv.closeAllConnections(); srv.close(r); });
+    },
   };
+  servers.add(s);
+  return s;
 }
 
 const hanging = () => serve(() => {});
@@ -115,7 +125,9 @@ test("failure policies", async () => {
     [bad.url, "open", undefined, null],
   ];
   for (const [url, clientPolicy, callPolicy, want] of cases) {
-    const c = new GuardClient({ baseUrl: url, apiKey: "k", timeoutMs: 30, failurePolicy: clientPolicy });
+    // Only the hanging server needs a short budget; the others must answer
+    // within it even on a loaded machine.
+    const c = new GuardClient({ baseUrl: url, apiKey: "k", timeoutMs: url === hang.url ? 30 : 5000, failurePolicy: clientPolicy });
     const p = c.check(login, callPolicy ? { failurePolicy: callPolicy } : {});
     if (want === null) {
       await assert.rejects(p, `${url} ${clientPolicy}/${callPolicy}`);

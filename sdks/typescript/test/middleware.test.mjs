@@ -5,8 +5,9 @@ import { GuardClient, IPExtractor, denialMessage, guardMiddleware, parseHop } fr
 import { keys, startGuard } from "./guard.mjs";
 
 let guard;
+const closers = [];
 before(async () => { guard = await startGuard(); });
-after(async () => { await guard?.stop(); });
+after(async () => { await Promise.all(closers.splice(0).map((c) => c())); await guard?.stop(); });
 
 // app serves a login handler behind the middleware, Express-style: the
 // form body is parsed first (as express.urlencoded would), then
@@ -25,7 +26,10 @@ async function app(mw, seen = []) {
     });
   });
   await new Promise((r) => srv.listen(0, "127.0.0.1", r));
-  return { url: `http://127.0.0.1:${srv.address().port}`, seen, close: () => new Promise((r) => { srv.closeAllConnections(); srv.close(r); }) };
+  let closed = false;
+  const close = () => closed ? Promise.resolve() : (closed = true, new Promise((r) => { srv.closeAllConnections(); srv.close(r); }));
+  closers.push(close);
+  return { url: `http://127.0.0.1:${srv.address().port}`, seen, close };
 }
 
 const post = (url, form, headers = {}) => fetch(url, {
@@ -69,6 +73,7 @@ test("middleware against a real Guard", async () => {
 test("middleware failure policies", async () => {
   const hang = createServer(() => {});
   await new Promise((r) => hang.listen(0, "127.0.0.1", r));
+  closers.push(() => new Promise((r) => { hang.closeAllConnections(); hang.close(() => r()); }));
   const client = new GuardClient({ baseUrl: `http://127.0.0.1:${hang.address().port}`, apiKey: "k", timeoutMs: 20 });
   const open = await app(guardMiddleware({ client, action: "login" }));
   assert.equal((await post(open.url, {})).status, 204);
@@ -78,8 +83,6 @@ test("middleware failure policies", async () => {
   assert.equal(r.status, 503);
   assert.equal(r.headers.get("retry-after"), null);
   await Promise.all([open.close(), closed.close()]);
-  hang.closeAllConnections();
-  await new Promise((r) => hang.close(r));
 });
 
 test("IPExtractor", () => {
