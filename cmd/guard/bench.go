@@ -221,7 +221,7 @@ actions:
 	srv := &http.Server{Handler: a.handler, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	transport := &http.Transport{MaxIdleConns: b.f.concurrency * 2, MaxIdleConnsPerHost: b.f.concurrency * 2}
-	client := sdk.New("http://"+ln.Addr().String(), key, sdk.WithHTTPClient(&http.Client{Transport: transport, Timeout: 10 * time.Second}))
+	client := sdk.New("http://"+ln.Addr().String(), key, sdk.WithHTTPClient(&http.Client{Transport: transport, Timeout: 10 * time.Second}), sdk.WithTimeout(10*time.Second))
 	closeFn := func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

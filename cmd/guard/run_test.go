@@ -64,7 +64,7 @@ func TestServeEndToEnd(t *testing.T) {
 		"GUARD_KEY_PREFIX":   prefix,
 	}, "--migrate")
 	ctx := context.Background()
-	client := sdk.New(g.base, checkKey)
+	client := sdk.New(g.base, checkKey, sdk.WithTimeout(10*time.Second))
 
 	// Three attempts from one IP are allowed, the fourth is denied.
 	ip := "203.0.113.7"
@@ -168,7 +168,7 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 
 	// The admin sees the lockout; the check key may not.
-	admin := sdk.New(g.base, adminKey)
+	admin := sdk.New(g.base, adminKey, sdk.WithTimeout(10*time.Second))
 	ls, err := admin.Lockouts(ctx, sdk.LockoutFilter{User: "bob@example.com"})
 	if err != nil {
 		t.Fatalf("lockouts: %v", err)
@@ -182,7 +182,7 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 
 	// The audit trail (Postgres) holds the decisions, under their ids.
-	auditor := sdk.New(g.base, auditKey)
+	auditor := sdk.New(g.base, auditKey, sdk.WithTimeout(10*time.Second))
 	var page *sdk.AuditPage
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -294,7 +294,7 @@ func TestGracefulStopKeepsEveryDecision(t *testing.T) {
 		"GUARD_DATABASE_URL": dbURL,
 		"GUARD_KEY_PREFIX":   prefix,
 	}, "--migrate")
-	client := sdk.New(g.base, checkKey, sdk.WithHTTPClient(&http.Client{Timeout: 10 * time.Second}))
+	client := sdk.New(g.base, checkKey, sdk.WithHTTPClient(&http.Client{Timeout: 10 * time.Second}), sdk.WithTimeout(10*time.Second))
 
 	var (
 		mu       sync.Mutex
@@ -393,7 +393,7 @@ func TestServeEmbeddedDefaults(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	client := sdk.New(g.base, adminKey)
+	client := sdk.New(g.base, adminKey, sdk.WithTimeout(10*time.Second))
 	pol, err := client.Policy(ctx)
 	if err != nil {
 		t.Fatalf("policy: %v", err)
