@@ -1,5 +1,9 @@
 // Package sdk is the Go client of the Guard HTTP API (contract v1) and its
-// wire types. It depends on the standard library only.
+// wire types: Client (with a 300 ms default deadline, safe retries and
+// FailOpen/FailClosed policies), Middleware for net/http (gin: the
+// guardgin module), IPExtractor for client addresses behind proxies, and
+// Subject for building requests. It is its own module and depends on the
+// standard library only.
 //
 // Times on the wire are RFC 3339 with milliseconds in UTC; durations are
 // integer milliseconds in fields ending in _ms.
