@@ -33,7 +33,7 @@ func (s *server) handleLockouts(c *gin.Context) {
 	if page.Next != "" {
 		resp.NextCursor = &page.Next
 	}
-	c.JSON(http.StatusOK, resp)
+	c.JSON(http.StatusOK, encodeLockouts(resp))
 }
 
 // lockoutFilter builds the abuse filter from single-valued query params.
