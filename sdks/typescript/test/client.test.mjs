@@ -70,7 +70,7 @@ test("timeouts against a slow Guard", async () => {
 test("retries", async (t) => {
   await t.test("GET retried after 5xx", async () => {
     const srv = await failing(503, 2);
-    await new GuardClient({ baseUrl: srv.url, apiKey: "k" }).policy();
+    await new GuardClient({ baseUrl: srv.url, apiKey: "k", timeoutMs: 5000 }).policy();
     assert.equal(srv.calls.n, 3);
     await srv.close();
   });
@@ -83,25 +83,25 @@ test("retries", async (t) => {
   });
   await t.test("GET not retried after 4xx", async () => {
     const srv = await failing(403, 10);
-    await assert.rejects(new GuardClient({ baseUrl: srv.url, apiKey: "k" }).policy());
+    await assert.rejects(new GuardClient({ baseUrl: srv.url, apiKey: "k", timeoutMs: 5000 }).policy());
     assert.equal(srv.calls.n, 1);
     await srv.close();
   });
   await t.test("check not retried after 5xx", async () => {
     const srv = await failing(503, 1);
-    await assert.rejects(new GuardClient({ baseUrl: srv.url, apiKey: "k" }).check(login), (e) => isUnavailable(e));
+    await assert.rejects(new GuardClient({ baseUrl: srv.url, apiKey: "k", timeoutMs: 5000 }).check(login), (e) => isUnavailable(e));
     assert.equal(srv.calls.n, 1);
     await srv.close();
   });
   await t.test("report not retried after a dropped connection", async () => {
     const srv = await serve((req) => req.socket.destroy());
-    await assert.rejects(new GuardClient({ baseUrl: srv.url, apiKey: "k" }).report({ ...login, outcome: "failure" }), (e) => isUnavailable(e));
+    await assert.rejects(new GuardClient({ baseUrl: srv.url, apiKey: "k", timeoutMs: 5000 }).report({ ...login, outcome: "failure" }), (e) => isUnavailable(e));
     assert.equal(srv.calls.n, 1);
     await srv.close();
   });
   await t.test("GET retried after a dropped connection", async () => {
     const srv = await serve((req) => req.socket.destroy());
-    await assert.rejects(new GuardClient({ baseUrl: srv.url, apiKey: "k" }).ready(), (e) => isUnavailable(e));
+    await assert.rejects(new GuardClient({ baseUrl: srv.url, apiKey: "k", timeoutMs: 5000 }).ready(), (e) => isUnavailable(e));
     assert.equal(srv.calls.n, 3);
     await srv.close();
   });
