@@ -119,8 +119,11 @@ func (f *fakeStore) Report(_ context.Context, r *limits.ReportRequest) (limits.R
 }
 func (f *fakeStore) Unlock(context.Context, *limits.UnlockRequest) (bool, error) { return false, nil }
 func (f *fakeStore) Lockouts(context.Context) ([]limits.LockState, error)        { return nil, nil }
-func (f *fakeStore) Ping(context.Context) error                                  { return nil }
-func (f *fakeStore) Close() error                                                { return nil }
+func (f *fakeStore) Lock(context.Context, *limits.LockRequest) ([]limits.LockState, error) {
+	return nil, nil
+}
+func (f *fakeStore) Ping(context.Context) error { return nil }
+func (f *fakeStore) Close() error               { return nil }
 
 func TestStoreFailureModes(t *testing.T) {
 	clock := newFakeClock()

@@ -24,6 +24,9 @@ type storeHarness struct {
 	// FakeClock is true when Advance is exact (memory store with an
 	// injected clock): millisecond-exact edge cases run only then.
 	FakeClock bool
+	// LockUnavailable is true when Lock must fail with ErrUnavailable (a
+	// failover store whose primary is down never locks from its fallback).
+	LockUnavailable bool
 }
 
 // runConformance runs the shared Store test suite against h. Every
@@ -64,6 +67,7 @@ func runConformance(t *testing.T, h storeHarness) {
 		{"ConcurrentStrikes", false, confConcurrentStrikes},
 		{"RejectsInvalid", false, confRejectsInvalid},
 	}
+	cases = append(cases, confManualCases()...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.fakeClock && !h.FakeClock {

@@ -77,8 +77,12 @@ type Store interface {
 	// logs. It reports whether any of the locks was active.
 	Unlock(ctx context.Context, req *UnlockRequest) (bool, error)
 	// Lockouts lists every active lockout (until > now), ordered by until
-	// descending.
+	// descending; manual lock records are listed like struck ones.
 	Lockouts(ctx context.Context) ([]LockState, error)
+	// Lock sets manual lockouts (see LockRequest) and returns, per lock,
+	// its state with the level of its strike record and the later of the
+	// two ends.
+	Lock(ctx context.Context, req *LockRequest) ([]LockState, error)
 	// Ping reports whether the backend answers.
 	Ping(ctx context.Context) error
 	// Close releases the backend's resources.
