@@ -193,10 +193,16 @@ func TestCheckRequestShape(t *testing.T) {
 	}
 	mustCheck(t, g, CheckInput{Action: "login", Subject: subj("alice", "203.0.113.7", "dev")})
 	// login's ledger auth has failure rules on user+ip and user: both
-	// locks, the user one sparing trusted devices.
-	if len(got.Locks) != 2 || !strings.HasPrefix(got.Locks[0].Key, "p:lock:auth:user:") || !got.Locks[0].SpareIfTrusted ||
+	// locks, the user one sparing trusted devices; then the manual lockout
+	// records of every dimension present, sparing nothing.
+	if len(got.Locks) != 7 || !strings.HasPrefix(got.Locks[0].Key, "p:lock:auth:user:") || !got.Locks[0].SpareIfTrusted ||
 		!strings.HasPrefix(got.Locks[1].Key, "p:lock:auth:user+ip:") || got.Locks[1].SpareIfTrusted {
 		t.Errorf("locks = %+v; want auth user (spare if trusted) and auth user+ip", got.Locks)
+	}
+	for i, d := range Dimensions {
+		if l := got.Locks[min(2+i, len(got.Locks)-1)]; !strings.HasPrefix(l.Key, "p:mlock:auth:"+d+":") || l.SpareIfTrusted {
+			t.Errorf("lock %d = %+v; want the manual %s record, sparing nothing", 2+i, l, d)
+		}
 	}
 	if !strings.HasPrefix(got.TrustKey, "p:trust:") || got.DenialFailures != nil || got.Cost != 1 {
 		t.Errorf("trust %q denial failures %v cost %d; want a trust key, nil, 1", got.TrustKey, got.DenialFailures, got.Cost)

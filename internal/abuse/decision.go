@@ -122,6 +122,19 @@ type LockoutFilter struct {
 	Subject   Subject
 	Dimension string
 	Ledger    string
+	// Limit is LockoutsPage's page size: 0 means DefaultLockoutLimit, else
+	// 1..MaxLockoutLimit. Lockouts ignores it.
+	Limit int
+	// Cursor is a LockoutPage.Next from an earlier page ("" for the first
+	// page). Lockouts ignores it.
+	Cursor string
+}
+
+// LockoutPage is one page of the lockout listing.
+type LockoutPage struct {
+	Lockouts []ActiveLockout
+	// Next is the opaque cursor of the next page; "" on the last page.
+	Next string
 }
 
 // ActiveLockout is one entry of the lockout listing. Only the identifiers
@@ -135,6 +148,24 @@ type ActiveLockout struct {
 	Level     int
 	Since     time.Time
 	Until     time.Time
+	// Manual is set when the lockout in force (the one ending last) is an
+	// administrator's manual lockout.
+	Manual bool
+
+	sortKey string // the lock's info: orders equal ends, keys the cursor
+}
+
+// LockInput is one POST /v1/lockouts request: a manual lockout.
+type LockInput struct {
+	Dimension string
+	Subject   Subject
+	// Ledger limits the lock to one ledger; "" means every ledger of an
+	// action with a lockout ladder.
+	Ledger string
+	// Duration is 1s to 30 days.
+	Duration time.Duration
+	Reason   string
+	APIKey   string
 }
 
 // UnlockInput is one DELETE /v1/lockouts request.

@@ -110,6 +110,12 @@ type compiledLedger struct {
 	lockDims []dimIndex
 	// lockPrefix per dimension: "<prefix>lock:<ledger>:<dim>:".
 	lockPrefix [numDims]string
+	// manualPrefix per dimension: "<prefix>mlock:<ledger>:<dim>:", the
+	// manual lockout records; checks consult them for every dimension.
+	manualPrefix [numDims]string
+	// hasLadder is set when an action of the ledger has a lockout ladder:
+	// a manual lockout without a ledger applies to these.
+	hasLadder bool
 	// failures are every failure rule of every action of the ledger (the
 	// logs an unlock or a success may clear).
 	failures []compiledRule
@@ -197,8 +203,12 @@ func (g *Guard) compile() {
 			led = &compiledLedger{name: a.Lockout.Ledger}
 			for d := range numDims {
 				led.lockPrefix[d] = g.keys.lockKeyPrefix(led.name, d)
+				led.manualPrefix[d] = g.keys.manualLockKeyPrefix(led.name, d)
 			}
 			g.ledgers[led.name] = led
+		}
+		if len(a.Lockout.Ladder) > 0 {
+			led.hasLadder = true
 		}
 		ca := &compiledAction{
 			name:      name,
@@ -329,15 +339,19 @@ func (g *Guard) subject(s Subject) (identity, error) {
 }
 
 // lockRefs are the lock records of the action's ledger that the request's
-// identifiers name; the user-level lock spares trusted devices.
+// identifiers name: the struck records of the ledger's lock dimensions (the
+// user-level one spares trusted devices) and the manual lockout records of
+// every dimension present (an administrator's lock spares nothing).
 func (g *Guard) lockRefs(led *compiledLedger, id *identity) []limits.LockRef {
-	if len(led.lockDims) == 0 {
-		return nil
-	}
-	refs := make([]limits.LockRef, 0, len(led.lockDims))
+	refs := make([]limits.LockRef, 0, len(led.lockDims)+int(numDims))
 	for _, d := range led.lockDims {
 		if id.has(d) {
 			refs = append(refs, limits.LockRef{Key: led.lockPrefix[d] + g.keys.hash(id, d), SpareIfTrusted: d == dimUser})
+		}
+	}
+	for d := range numDims {
+		if id.has(d) {
+			refs = append(refs, limits.LockRef{Key: led.manualPrefix[d] + g.keys.hash(id, d)})
 		}
 	}
 	return refs

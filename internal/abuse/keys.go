@@ -58,6 +58,9 @@ func (d dimIndex) String() string {
 type keyer struct {
 	prefix string
 	macs   sync.Pool // of *macState; HMAC state is costly to rebuild
+	// cursorKey signs lockout listing cursors; derived from the secret so
+	// a cursor is valid on every instance sharing it.
+	cursorKey []byte
 }
 
 // macState is a reusable HMAC with its scratch space, so hashing an
@@ -71,6 +74,9 @@ type macState struct {
 func newKeyer(secret []byte, prefix string) *keyer {
 	k := &keyer{prefix: prefix}
 	key := append([]byte(nil), secret...)
+	cm := hmac.New(sha256.New, key)
+	cm.Write([]byte("guard lockout cursor v1"))
+	k.cursorKey = cm.Sum(nil)
 	k.macs.New = func() any {
 		return &macState{
 			mac: hmac.New(sha256.New, key),
@@ -142,6 +148,12 @@ func (k *keyer) failKeyPrefix(rule string) string { return k.prefix + "fail:" + 
 // lockKeyPrefix is "<prefix>lock:<ledger>:<dimension>:".
 func (k *keyer) lockKeyPrefix(ledger string, d dimIndex) string {
 	return k.prefix + "lock:" + ledger + ":" + d.String() + ":"
+}
+
+// manualLockKeyPrefix is "<prefix>mlock:<ledger>:<dimension>:": the
+// record of a manual lockout, beside the struck record of the same key.
+func (k *keyer) manualLockKeyPrefix(ledger string, d dimIndex) string {
+	return k.prefix + "mlock:" + ledger + ":" + d.String() + ":"
 }
 
 // trustKey is "<prefix>trust:<hash of user+device>".

@@ -57,6 +57,7 @@ func (g *Guard) Lockouts(ctx context.Context, f LockoutFilter) ([]ActiveLockout,
 		return nil, fmt.Errorf("list lockouts: %w", err)
 	}
 	out := []ActiveLockout{}
+	byInfo := map[string]int{} // a lock's info -> index in out
 	var unresolved map[string]int // lock key -> index in out
 	for _, st := range states {
 		p, ok := parseLockInfo(st.Info)
@@ -72,16 +73,28 @@ func (g *Guard) Lockouts(ctx context.Context, f LockoutFilter) ([]ActiveLockout,
 			wantDevice != "" && p.device != wantDevice:
 			continue
 		}
-		al := ActiveLockout{Ledger: p.ledger, Dimension: p.dim.String(), Level: st.Level, Since: st.Since, Until: st.Until}
-		if n, ok := g.strikes.get(st.Key); ok {
-			n.fill(&al, p.dim)
-		} else {
-			if unresolved == nil {
-				unresolved = map[string]int{}
+		manual := g.isManualKey(st.Key)
+		// A key's struck and manual records are one lockout: the level is
+		// the struck record's, the end the later of the two.
+		if i, ok := byInfo[st.Info]; ok {
+			al := &out[i]
+			if !manual {
+				al.Level = st.Level
 			}
-			unresolved[st.Key] = len(out)
+			if st.Until.After(al.Until) {
+				al.Since, al.Until, al.Manual = st.Since, st.Until, manual
+			}
+			g.nameLock(st.Key, i, out, &unresolved)
+			continue
 		}
+		al := ActiveLockout{Ledger: p.ledger, Dimension: p.dim.String(), Level: st.Level, Since: st.Since, Until: st.Until,
+			Manual: manual, sortKey: st.Info}
+		if manual {
+			al.Level = 0
+		}
+		byInfo[st.Info] = len(out)
 		out = append(out, al)
+		g.nameLock(st.Key, len(out)-1, out, &unresolved)
 	}
 	if len(unresolved) > 0 && g.lookup != nil && !g.cfg.Pseudonymize {
 		g.resolveFromAudit(ctx, unresolved, out)
@@ -91,7 +104,31 @@ func (g *Guard) Lockouts(ctx context.Context, f LockoutFilter) ([]ActiveLockout,
 		names{user: fid.user, ip: fid.ip, device: fid.device,
 			hasUser: fid.hasUser, hasIP: fid.hasIP, hasDevice: fid.hasDevice}.fill(&out[i], d)
 	}
+	sortLockouts(out)
 	return out, nil
+}
+
+// nameLock fills out[i]'s identifiers from the strike cache when it knows
+// key, else marks key unresolved (until another record of the entry names
+// it).
+func (g *Guard) nameLock(key string, i int, out []ActiveLockout, unresolved *map[string]int) {
+	if n, ok := g.strikes.get(key); ok {
+		d, _ := parseDim(out[i].Dimension)
+		n.fill(&out[i], d)
+		for k, j := range *unresolved {
+			if j == i {
+				delete(*unresolved, k)
+			}
+		}
+		return
+	}
+	if out[i].User != nil || out[i].IP != nil || out[i].Device != nil {
+		return
+	}
+	if *unresolved == nil {
+		*unresolved = map[string]int{}
+	}
+	(*unresolved)[key] = i
 }
 
 // resolveFromAudit names lockouts from audit events whose lockout is still
@@ -107,22 +144,28 @@ func (g *Guard) resolveFromAudit(ctx context.Context, unresolved map[string]int,
 			return
 		}
 		for _, e := range page.Events {
-			a := g.actions[e.Action]
-			if a == nil {
-				continue
-			}
 			id, ok := eventIdentity(e, g.cfg.IPv6Prefix)
 			if !ok {
 				continue
 			}
-			for _, d := range a.ledger.lockDims {
-				if !id.has(d) {
-					continue
+			if e.Kind == audit.KindAdmin && e.Action == ActionLock {
+				// A manual lockout names the key of every ledger.
+				for _, name := range g.names {
+					for d := range numDims {
+						if id.has(d) {
+							g.resolveKey(g.ledgers[name].manualPrefix[d]+g.keys.hash(&id, d), &id, d, unresolved, out)
+						}
+					}
 				}
-				key := a.ledger.lockPrefix[d] + g.keys.hash(&id, d)
-				if i, ok := unresolved[key]; ok {
-					namesOf(&id).fill(&out[i], d)
-					delete(unresolved, key)
+				continue
+			}
+			a := g.actions[e.Action]
+			if a == nil {
+				continue
+			}
+			for _, d := range a.ledger.lockDims {
+				if id.has(d) {
+					g.resolveKey(a.ledger.lockPrefix[d]+g.keys.hash(&id, d), &id, d, unresolved, out)
 				}
 			}
 			if len(unresolved) == 0 {
@@ -133,6 +176,14 @@ func (g *Guard) resolveFromAudit(ctx context.Context, unresolved map[string]int,
 			return
 		}
 		flt.Cursor = page.Next
+	}
+}
+
+// resolveKey names the entry of the lock record key, if unresolved, from id.
+func (g *Guard) resolveKey(key string, id *identity, d dimIndex, unresolved map[string]int, out []ActiveLockout) {
+	if i, ok := unresolved[key]; ok {
+		namesOf(id).fill(&out[i], d)
+		delete(unresolved, key)
 	}
 }
 
@@ -215,7 +266,7 @@ func (g *Guard) Unlock(ctx context.Context, in UnlockInput) error {
 	var req limits.UnlockRequest
 	for _, name := range ledgers {
 		led := g.ledgers[name]
-		req.Locks = append(req.Locks, led.lockPrefix[d]+h)
+		req.Locks = append(req.Locks, led.lockPrefix[d]+h, led.manualPrefix[d]+h)
 		for _, r := range led.failures {
 			if r.dim == d {
 				req.Failures = append(req.Failures, r.keyPrefix+h)
