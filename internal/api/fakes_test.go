@@ -44,6 +44,7 @@ type fakeGuard struct {
 	report   func(context.Context, abuse.ReportInput) (abuse.ReportOutcome, error)
 	lockouts func(context.Context, abuse.LockoutFilter) ([]abuse.ActiveLockout, error)
 	unlock   func(context.Context, abuse.UnlockInput) error
+	lock     func(context.Context, abuse.LockInput) ([]abuse.ActiveLockout, error)
 	policy   abuse.Policy
 }
 
@@ -61,11 +62,19 @@ func (g *fakeGuard) Report(ctx context.Context, in abuse.ReportInput) (abuse.Rep
 	return g.report(ctx, in)
 }
 
-func (g *fakeGuard) Lockouts(ctx context.Context, f abuse.LockoutFilter) ([]abuse.ActiveLockout, error) {
+func (g *fakeGuard) LockoutsPage(ctx context.Context, f abuse.LockoutFilter) (abuse.LockoutPage, error) {
 	if g.lockouts == nil {
-		return nil, nil
+		return abuse.LockoutPage{}, nil
 	}
-	return g.lockouts(ctx, f)
+	list, err := g.lockouts(ctx, f)
+	return abuse.LockoutPage{Lockouts: list}, err
+}
+
+func (g *fakeGuard) Lock(ctx context.Context, in abuse.LockInput) ([]abuse.ActiveLockout, error) {
+	if g.lock == nil {
+		return nil, errors.New("fakeGuard: no lock")
+	}
+	return g.lock(ctx, in)
 }
 
 func (g *fakeGuard) Unlock(ctx context.Context, in abuse.UnlockInput) error {

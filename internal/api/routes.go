@@ -25,6 +25,7 @@ func (s *server) routes() *gin.Engine {
 
 	// Administration (scope admin).
 	e.GET("/v1/lockouts", admin, s.handleLockouts)
+	e.POST("/v1/lockouts", admin, s.handleLock)
 	e.DELETE("/v1/lockouts", admin, s.handleUnlock)
 	e.GET("/v1/policy", admin, s.handlePolicy)
 
