@@ -100,6 +100,7 @@ func newApp(ctx context.Context, logger *slog.Logger, cfg *Config, opts appOptio
 			DeviceHeader:   cfg.ForwardAuth.DeviceHeader,
 			TrustedProxies: proxies,
 		},
+		SessionSecret: derive(cfg.KeySecret, "ui-session"),
 	}, api.Deps{
 		Guard:           a.guard,
 		Audit:           a.audit,

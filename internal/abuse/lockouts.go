@@ -57,7 +57,7 @@ func (g *Guard) Lockouts(ctx context.Context, f LockoutFilter) ([]ActiveLockout,
 		return nil, fmt.Errorf("list lockouts: %w", err)
 	}
 	out := []ActiveLockout{}
-	byInfo := map[string]int{} // a lock's info -> index in out
+	byInfo := map[string]int{}    // a lock's info -> index in out
 	var unresolved map[string]int // lock key -> index in out
 	for _, st := range states {
 		p, ok := parseLockInfo(st.Info)

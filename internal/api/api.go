@@ -95,6 +95,11 @@ type Config struct {
 	Keys []Key
 	// ForwardAuth configures GET /v1/forward-auth.
 	ForwardAuth ForwardAuthConfig
+	// SessionSecret signs review page session cookies and CSRF tokens.
+	// Every instance behind one load balancer needs the same one (derive
+	// it from key_secret); empty means a random secret per process, so a
+	// session is only valid on the instance that started it.
+	SessionSecret []byte
 }
 
 // ForwardAuthConfig says where forward-auth finds the subject.
@@ -143,6 +148,7 @@ type server struct {
 	now     func() time.Time
 	observe func(action, decision, reason string, degraded bool, d time.Duration)
 	ui      *uiTemplates
+	sess    *sessions
 }
 
 // New returns Guard's HTTP handler. It validates cfg (key names, key
@@ -190,6 +196,7 @@ func New(logger *slog.Logger, cfg Config, deps Deps) (http.Handler, error) {
 		return nil, fmt.Errorf("api: %w", err)
 	}
 	s := &server{log: logger, keys: keys, fwd: fwd, deps: deps, now: deps.Now, ui: ui,
+		sess:    newSessions(cfg.SessionSecret, deps.Now),
 		observe: func(string, string, string, bool, time.Duration) {}}
 	if deps.Observer != nil {
 		s.observe = deps.Observer.ObserveDecision

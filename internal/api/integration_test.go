@@ -206,7 +206,7 @@ func TestIntegrationCheckReportLockoutAudit(t *testing.T) {
 
 	// The lockout is listed with the identifiers of its dimension only.
 	w = s.do(t, "GET", "/v1/lockouts?user=ALICE@example.com", "k-admin", "")
-	want := `{"lockouts":[{"ledger":"auth","dimension":"user+ip","user":"alice@example.com","ip":"203.0.113.7","level":1,"since":"2026-03-01T12:00:30.000Z","until":"2026-03-01T12:01:30.000Z"}]}`
+	want := `{"lockouts":[{"ledger":"auth","dimension":"user+ip","user":"alice@example.com","ip":"203.0.113.7","level":1,"since":"2026-03-01T12:00:30.000Z","until":"2026-03-01T12:01:30.000Z"}],"next_cursor":null}`
 	if got := strings.TrimSpace(w.Body.String()); got != want {
 		t.Errorf("lockouts =\n%s\nwant\n%s", got, want)
 	}

@@ -34,7 +34,7 @@ func TestLockoutsList(t *testing.T) {
 		{"ledger":"auth","dimension":"user+ip","user":"alice@example.com","ip":"203.0.113.7","level":2,
 		 "since":"2026-03-01T12:00:00.000Z","until":"2026-03-01T12:05:00.000Z"},
 		{"ledger":"auth","dimension":"device","device":"d-1","level":1,
-		 "since":"2026-03-01T12:00:00.000Z","until":"2026-03-01T12:01:00.005Z"}]}`
+		 "since":"2026-03-01T12:00:00.000Z","until":"2026-03-01T12:01:00.005Z"}],"next_cursor":null}`
 	if compact(t, w.Body.String()) != compact(t, want) {
 		t.Errorf("body =\n%s\nwant\n%s", compact(t, w.Body.String()), compact(t, want))
 	}
@@ -93,8 +93,8 @@ func TestLockoutsList(t *testing.T) {
 	}
 
 	empty := newTestHandler(t, testConfig(), Deps{})
-	if w := call(empty, "GET", "/v1/lockouts", keyAdmin, ""); compact(t, w.Body.String()) != `{"lockouts":[]}` {
-		t.Errorf("no lockouts = %s, want {\"lockouts\":[]}", w.Body)
+	if w := call(empty, "GET", "/v1/lockouts", keyAdmin, ""); compact(t, w.Body.String()) != `{"lockouts":[],"next_cursor":null}` {
+		t.Errorf("no lockouts = %s, want {\"lockouts\":[],\"next_cursor\":null}", w.Body)
 	}
 }
 
