@@ -81,6 +81,7 @@ func (s *server) handleUIEvents(c *gin.Context) {
 	for k, v := range q {
 		p.Form[k] = *v
 	}
+	newer := q["newer"] != nil && *q["newer"] != ""
 	f, err := s.uiAuditFilter(q, now)
 	if err != nil {
 		e := classify(err)
@@ -99,7 +100,6 @@ func (s *server) handleUIEvents(c *gin.Context) {
 	ctx := c.Request.Context()
 	rv, hasReview := s.review()
 	var page audit.Page
-	newer := q["newer"] != nil && *q["newer"] != ""
 	if newer && hasReview {
 		page, err = rv.QueryNewer(ctx, f)
 	} else {
