@@ -665,4 +665,3 @@ func screenshot(t *testing.T, ctx context.Context, name, url string) {
 		t.Fatal(err)
 	}
 }
-
