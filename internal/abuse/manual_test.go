@@ -97,6 +97,32 @@ func TestManualLock(t *testing.T) {
 	})
 }
 
+// TestManualLockSparesNoDevice: a struck user lockout spares the user's
+// trusted devices; an administrator's manual lock of the user does not.
+func TestManualLockSparesNoDevice(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		g, _ := newGuard(t, b, authPolicy(2), func(c *Config) { c.TrustTTL = time.Hour })
+		ctx := context.Background()
+		mustReport(t, g, success("login", "dana", "192.0.2.1", "her-phone"))
+		onPhone := CheckInput{Action: "login", Subject: subj("dana", "192.0.2.1", "her-phone")}
+		if _, err := g.Lock(ctx, LockInput{Dimension: DimUser, Subject: subj("dana", "", ""), Duration: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		d := mustCheck(t, g, onPhone)
+		wantDecision(t, d, false, ReasonLockedOut)
+		if d.Lockout == nil || d.Lockout.Dimension != DimUser {
+			t.Errorf("lockout = %+v; want the manual user lock", d.Lockout)
+		}
+		// The contrast: erin's struck user lockout spares her phone.
+		mustReport(t, g, success("login", "erin", "192.0.2.1", "erin-phone"))
+		for range 2 {
+			mustReport(t, g, failure("login", "erin", "192.0.2.9", ""))
+		}
+		wantDecision(t, mustCheck(t, g, CheckInput{Action: "login", Subject: subj("erin", "192.0.2.5", "")}), false, ReasonLockedOut)
+		wantDecision(t, mustCheck(t, g, CheckInput{Action: "login", Subject: subj("erin", "192.0.2.1", "erin-phone")}), true, ReasonOK)
+	})
+}
+
 func TestLockoutsPage(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
 		g, _ := newGuard(t, b, authPolicy(50))

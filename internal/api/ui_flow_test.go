@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -343,5 +344,21 @@ func TestManualLockoutAPI(t *testing.T) {
 	}
 	if d := s.check(t, "login", "anyone", "203.0.113.9", ""); d.Reason != "ok" {
 		t.Errorf("check after the unlock: %s", d.Reason)
+	}
+}
+
+// TestUISessionCookieSecureOverTLS: served over TLS, the session cookie
+// is Secure.
+func TestUISessionCookieSecureOverTLS(t *testing.T) {
+	s := newUIStack(t)
+	tlsSrv := httptest.NewTLSServer(s.srv.Config.Handler)
+	defer tlsSrv.Close()
+	c := tlsSrv.Client()
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	body, h := form(url.Values{"key": {uiAuditKey}})
+	resp, _ := do(t, c, "POST", tlsSrv.URL+"/ui/login", body, h...)
+	ck := resp.Cookies()
+	if resp.StatusCode != 303 || len(ck) != 1 || !ck[0].Secure || !ck[0].HttpOnly || ck[0].SameSite != http.SameSiteStrictMode {
+		t.Errorf("over TLS: %d, cookies %+v; want one Secure, HttpOnly, SameSite=Strict cookie", resp.StatusCode, ck)
 	}
 }
