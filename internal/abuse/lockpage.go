@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/guardhq/guard/internal/limits"
 )
 
 // Lockout listing page sizes (GET /v1/lockouts limit).
@@ -119,8 +121,9 @@ func (g *Guard) isManualKey(key string) bool {
 	return strings.HasPrefix(key, g.keys.prefix+"mlock:")
 }
 
-// MaxManualLock and MinManualLock bound a manual lockout's duration.
+// MinManualLock and MaxManualLock bound a manual lockout's duration (the
+// store accepts from 1ms; the API's floor is a second).
 const (
 	MinManualLock = time.Second
-	MaxManualLock = 30 * 24 * time.Hour
+	MaxManualLock = limits.MaxManualLock
 )

@@ -89,6 +89,15 @@ func TestUISessionAndCSRF(t *testing.T) {
 	if resp, _ := do(t, c, "POST", base+"/ui/login", body, append(h, "Origin", "https://evil.example")...); resp.StatusCode != 403 {
 		t.Errorf("sign-in posted from another site: %d; want 403", resp.StatusCode)
 	}
+	body, h = form(url.Values{"key": {uiAdminKey}})
+	if resp, _ := do(t, c, "POST", base+"/ui/login", body, append(h, "Origin", "null")...); resp.StatusCode != 403 {
+		t.Errorf("sign-in posted from an opaque origin: %d; want 403", resp.StatusCode)
+	}
+	// Behind a reverse proxy the public host arrives as X-Forwarded-Host.
+	body, h = form(url.Values{"key": {uiAuditKey}})
+	if resp, _ := do(t, uiClient(t), "POST", base+"/ui/login", body, append(h, "Origin", "https://guard.example", "X-Forwarded-Host", "guard.example")...); resp.StatusCode != 303 {
+		t.Errorf("sign-in through a proxy: %d; want 303", resp.StatusCode)
+	}
 	body, h = form(url.Values{"key": {uiAdminKey}, "next": {"//evil.example/"}})
 	resp, _ = do(t, c, "POST", base+"/ui/login", body, h...)
 	if resp.StatusCode != 303 || resp.Header.Get("Location") != "/ui/" {

@@ -240,13 +240,8 @@ func (s *server) uiAuthenticate(c *gin.Context) *uiAuth {
 // names its Origin must come from this site.
 func (s *server) checkCSRF(c *gin.Context) bool {
 	a := uiAuthFrom(c)
-	if o := c.GetHeader("Origin"); o != "" && o != "null" {
-		if u, err := url.Parse(o); err != nil || u.Host != c.Request.Host {
-			s.renderError(c, http.StatusForbidden, "Request refused", "The request came from another site ("+o+").")
-			return false
-		}
-	} else if o == "null" {
-		s.renderError(c, http.StatusForbidden, "Request refused", "The request came from an opaque origin.")
+	if !sameOrigin(c) {
+		s.renderError(c, http.StatusForbidden, "Request refused", "The request came from another site.")
 		return false
 	}
 	if a != nil && a.csrfFree {
@@ -258,6 +253,30 @@ func (s *server) checkCSRF(c *gin.Context) bool {
 		return false
 	}
 	return true
+}
+
+// sameOrigin reports whether a post's Origin header, when it has one, names
+// this site: the request's Host, or the X-Forwarded-Host a reverse proxy
+// set (a cross-site form cannot set that header). "null" (an opaque
+// origin: a sandboxed frame, a data: page) is refused.
+func sameOrigin(c *gin.Context) bool {
+	o := c.GetHeader("Origin")
+	if o == "" {
+		return true
+	}
+	u, err := url.Parse(o)
+	if err != nil || o == "null" || u.Host == "" {
+		return false
+	}
+	if u.Host == c.Request.Host {
+		return true
+	}
+	for _, h := range strings.Split(c.GetHeader("X-Forwarded-Host"), ",") {
+		if strings.TrimSpace(h) == u.Host {
+			return true
+		}
+	}
+	return false
 }
 
 // wantsHTML reports whether the client asked for a page (a browser).
@@ -290,11 +309,9 @@ type loginData struct {
 // without saying which keys exist.
 func (s *server) handleUILogin(c *gin.Context) {
 	next := safeNext(c.PostForm("next"))
-	if o := c.GetHeader("Origin"); o != "" {
-		if u, err := url.Parse(o); err != nil || u.Host != c.Request.Host {
-			s.renderError(c, http.StatusForbidden, "Request refused", "The request came from another site.")
-			return
-		}
+	if !sameOrigin(c) {
+		s.renderError(c, http.StatusForbidden, "Request refused", "The request came from another site.")
+		return
 	}
 	key := strings.TrimSpace(c.PostForm("key"))
 	k, ok := lookup(s.keys, key)
