@@ -551,6 +551,7 @@ func TestUIBrowser(t *testing.T) {
 			}
 		}
 		screenshot(t, ctx, "ui-events-phone.png", base+"/ui/events?ip=203.0.113.66")
+		screenshot(t, ctx, "ui-overview-phone.png", base+"/ui/")
 	})
 
 	t.Run("audit:read sees no actions", func(t *testing.T) {

@@ -36,22 +36,23 @@ type legendItem struct {
 }
 
 type overviewPage struct {
-	Window, Since   string
-	Windows         []string
-	Chart           template.HTML
-	Legend          []legendItem
-	Checks, Denied  int64
-	DenyRate        string
-	Tops            []topList
-	Lockouts        []uiLockout
-	LockoutCount    int
-	LockoutMore     bool
-	Readiness       Readiness
-	HasStats        bool
-	StatsError      string
-	Now             time.Time
-	DeniedEventsURL string
-	LockoutsURL     string
+	Window, Since    string
+	Windows          []string
+	Chart            template.HTML
+	YLabels, XLabels []string
+	Legend           []legendItem
+	Checks, Denied   int64
+	DenyRate         string
+	Tops             []topList
+	Lockouts         []uiLockout
+	LockoutCount     int
+	LockoutMore      bool
+	Readiness        Readiness
+	HasStats         bool
+	StatsError       string
+	Now              time.Time
+	DeniedEventsURL  string
+	LockoutsURL      string
 }
 
 // handleUIOverview renders the overview: decisions per minute by decision
@@ -148,7 +149,7 @@ func (s *server) fillOverview(p *overviewPage, o audit.Overview) {
 	if p.Checks > 0 {
 		p.DenyRate = fmt.Sprintf("%.1f%%", 100*float64(p.Denied)/float64(p.Checks))
 	}
-	p.Chart = decisionChart(o, keys, colors)
+	p.Chart, p.YLabels, p.XLabels = decisionChart(o, keys, colors)
 	dv := url.Values{"kind": {"check"}, "decision": {"deny"}, "since": {p.Window}}
 	p.DeniedEventsURL = "/ui/events?" + dv.Encode()
 	for _, t := range []struct {
@@ -164,15 +165,17 @@ func (s *server) fillOverview(p *overviewPage, o audit.Overview) {
 	}
 }
 
-// decisionChart draws the stacked per-minute counts as an SVG that scales
-// to its container (viewBox). Colours are presentation attributes, not
-// style, so the strict CSP allows them; each bar segment has a <title>
-// tooltip with its minute, key and count.
-func decisionChart(o audit.Overview, keys []string, colors map[string]string) template.HTML {
-	const w, h, left, bottom, top = 960.0, 240.0, 44.0, 22.0, 8.0
+// decisionChart draws the stacked per-minute counts as an SVG that
+// stretches to its container (viewBox, preserveAspectRatio none), with the
+// axis labels returned apart (top to bottom, left to right) so the page
+// sets them as text that stays legible at any width. Colours are
+// presentation attributes, not style, so the strict CSP allows them; each
+// bar segment has a <title> tooltip with its minute, key and count.
+func decisionChart(o audit.Overview, keys []string, colors map[string]string) (template.HTML, []string, []string) {
+	const w, h = 960.0, 200.0
 	n := int(o.Until.Sub(o.Since) / o.Bucket)
 	if n <= 0 {
-		return ""
+		return "", nil, nil
 	}
 	per := make([]map[string]int64, n)
 	totals := make([]int64, n)
@@ -194,48 +197,39 @@ func decisionChart(o audit.Overview, keys []string, colors map[string]string) te
 		}
 	}
 	max = niceCeil(max)
-	plotW, plotH := w-left, h-bottom-top
-	bw := plotW / float64(n)
+	bw := w / float64(n)
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg class="chart" viewBox="0 0 %.0f %.0f" preserveAspectRatio="none" role="img" aria-label="Decisions per minute by decision and reason" xmlns="http://www.w3.org/2000/svg">`, w, h)
 	for _, frac := range []float64{0, 0.5, 1} {
-		y := top + plotH*(1-frac)
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#d0d7de" stroke-width="1"/>`, left, y, w, y)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="end" fill="#57606a">%d</text>`, left-4, y+4, int64(frac*float64(max)))
+		y := h * (1 - frac)
+		fmt.Fprintf(&b, `<line x1="0" y1="%.1f" x2="%.0f" y2="%.1f" stroke="#d0d7de" stroke-width="1" vector-effect="non-scaling-stroke"/>`, y, w, y)
 	}
 	for i := 0; i < n; i++ {
 		if totals[i] == 0 {
 			continue
 		}
-		x := left + float64(i)*bw
-		y := top + plotH
+		x := float64(i) * bw
+		y := h
 		at := o.Since.Add(time.Duration(i) * o.Bucket).UTC().Format("15:04")
 		for _, k := range keys {
 			cnt := per[i][k]
 			if cnt == 0 {
 				continue
 			}
-			hh := plotH * float64(cnt) / float64(max)
+			hh := h * float64(cnt) / float64(max)
 			y -= hh
 			fmt.Fprintf(&b, `<rect x="%.2f" y="%.2f" width="%.2f" height="%.2f" fill="%s"><title>%s %s: %d</title></rect>`,
-				x, y, max64(bw-0.3, 0.3), hh, colors[k], at, template.HTMLEscapeString(k), cnt)
+				x, y, max64(bw*0.85, 0.3), hh, colors[k], at, template.HTMLEscapeString(k), cnt)
 		}
-	}
-	ticks := 6
-	for t := 0; t <= ticks; t++ {
-		i := n * t / ticks
-		x := left + float64(i)*bw
-		anchor := "middle"
-		if t == 0 {
-			anchor = "start"
-		} else if t == ticks {
-			anchor = "end"
-		}
-		label := o.Since.Add(time.Duration(i) * o.Bucket).UTC().Format("15:04")
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="%s" fill="#57606a">%s</text>`, x, h-6, anchor, label)
 	}
 	b.WriteString(`</svg>`)
-	return template.HTML(b.String())
+	ylabels := []string{fmt.Sprint(max), fmt.Sprint(max / 2), "0"}
+	var xlabels []string
+	const ticks = 6
+	for t := 0; t <= ticks; t++ {
+		xlabels = append(xlabels, o.Since.Add(time.Duration(n*t/ticks)*o.Bucket).UTC().Format("15:04"))
+	}
+	return template.HTML(b.String()), ylabels, xlabels
 }
 
 func max64(a, b float64) float64 {
