@@ -464,6 +464,10 @@ func (g *Guard) AuditDevice(raw string) (string, error) {
 	return g.keys.hash(&id, dimDevice), nil
 }
 
+// Pseudonymized reports whether audit events hold keyed hashes of the
+// identifiers (audit.pseudonymize) rather than the identifiers.
+func (g *Guard) Pseudonymized() bool { return g.cfg.Pseudonymize }
+
 // nowMs is the injected clock at millisecond precision in UTC, the
 // precision of every time Guard reports.
 func (g *Guard) nowMs() time.Time { return g.cfg.Now().UTC().Truncate(time.Millisecond) }

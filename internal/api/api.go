@@ -149,6 +149,9 @@ type server struct {
 	observe func(action, decision, reason string, degraded bool, d time.Duration)
 	ui      *uiTemplates
 	sess    *sessions
+	// exact is set when audit events hold keyed hashes (pseudonymize):
+	// review links then match identifiers as stored.
+	exact bool
 }
 
 // New returns Guard's HTTP handler. It validates cfg (key names, key
@@ -191,11 +194,13 @@ func New(logger *slog.Logger, cfg Config, deps Deps) (http.Handler, error) {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
-	ui, err := parseUITemplates()
+	ps, _ := deps.Guard.(interface{ Pseudonymized() bool })
+	exact := ps != nil && ps.Pseudonymized()
+	ui, err := parseUITemplates(exact)
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	s := &server{log: logger, keys: keys, fwd: fwd, deps: deps, now: deps.Now, ui: ui,
+	s := &server{log: logger, keys: keys, fwd: fwd, deps: deps, now: deps.Now, ui: ui, exact: exact,
 		sess:    newSessions(cfg.SessionSecret, deps.Now),
 		observe: func(string, string, string, bool, time.Duration) {}}
 	if deps.Observer != nil {

@@ -50,7 +50,7 @@ type uiStack struct {
 	store  *audit.MemoryStore
 }
 
-func newUIStack(t *testing.T) *uiStack {
+func newUIStack(t *testing.T, mods ...func(*abuse.Config)) *uiStack {
 	t.Helper()
 	lim := limits.NewMemory(limits.MemoryConfig{})
 	t.Cleanup(func() { _ = lim.Close() })
@@ -73,9 +73,11 @@ func newUIStack(t *testing.T) *uiStack {
 			Lockout:  abuse.Lockout{Ladder: ladder, Decay: time.Hour},
 		},
 	}}
-	g, err := abuse.New(slog.New(slog.DiscardHandler), abuse.Config{
-		Policy: policy, KeySecret: []byte("0123456789abcdef-ui-test"), Instance: "guard-ui", Now: time.Now,
-	}, lim, w, st)
+	cfg := abuse.Config{Policy: policy, KeySecret: []byte("0123456789abcdef-ui-test"), Instance: "guard-ui", Now: time.Now}
+	for _, m := range mods {
+		m(&cfg)
+	}
+	g, err := abuse.New(slog.New(slog.DiscardHandler), cfg, lim, w, st)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,6 @@ type uiTemplates struct {
 
 var uiFuncs = template.FuncMap{
 	"ident": identHTML,
-	"pivot": pivotHTML,
 	"time":  uiTime,
 	"ago":   uiAgo,
 	"list":  func(v ...string) []string { return v },
@@ -51,9 +50,17 @@ var uiFuncs = template.FuncMap{
 	},
 }
 
-func parseUITemplates() (*uiTemplates, error) {
+// parseUITemplates parses the pages. "pivot" links an identifier as a
+// person would type it; "pivotStored" one read from an audit event, which
+// with exact set (events hold keyed hashes: audit.pseudonymize) is matched
+// as stored instead of being normalised (hashed) once more.
+func parseUITemplates(exact bool) (*uiTemplates, error) {
+	stored := pivotHTML
+	if exact {
+		stored = pivotExactHTML
+	}
 	parse := func(page string) (*template.Template, error) {
-		t, err := template.New(page).Funcs(uiFuncs).ParseFS(templateFS, "templates/layout.html", "templates/"+page)
+		t, err := template.New(page).Funcs(uiFuncs).Funcs(template.FuncMap{"pivot": pivotHTML, "pivotStored": stored}).ParseFS(templateFS, "templates/layout.html", "templates/"+page)
 		if err != nil {
 			return nil, fmt.Errorf("parse template %s: %w", page, err)
 		}
@@ -197,6 +204,17 @@ func pivotHTML(field, value string) template.HTML {
 		return identHTML("")
 	}
 	q := url.Values{field: {value}}
+	return template.HTML(`<a class="pv" href="/ui/events?`+template.HTMLEscapeString(q.Encode())+
+		`" title="All events with this `+field+`">`) + identHTML(value) + `</a>`
+}
+
+// pivotExactHTML is pivotHTML for stored values that a filter must not
+// normalise again: the link uses the <field>_exact parameter.
+func pivotExactHTML(field, value string) template.HTML {
+	if value == "" {
+		return identHTML("")
+	}
+	q := url.Values{field + "_exact": {value}}
 	return template.HTML(`<a class="pv" href="/ui/events?`+template.HTMLEscapeString(q.Encode())+
 		`" title="All events with this `+field+`">`) + identHTML(value) + `</a>`
 }

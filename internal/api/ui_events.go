@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"sort"
 	"strconv"
@@ -37,10 +38,12 @@ const countCap = 10000
 // uiEventParams are the events page's parameters: the audit API's, the
 // picker fields beside since and until, and newer (a cursor to page
 // towards newer events).
-var uiEventParams = append(append([]string(nil), auditParams...), "since_at", "until_at", "newer")
+var uiEventParams = append(append([]string(nil), auditParams...), "since_at", "until_at", "newer",
+	"user_exact", "ip_exact", "device_exact")
 
 // eventFilterFields are the filter fields a link or an export keeps.
-var eventFilterFields = []string{"user", "ip", "device", "action", "decision", "reason", "kind", "since", "until", "since_at", "until_at", "limit"}
+var eventFilterFields = []string{"user", "ip", "device", "action", "decision", "reason", "kind", "since", "until", "since_at", "until_at", "limit",
+	"user_exact", "ip_exact", "device_exact"}
 
 type uiEvent struct {
 	audit.Event
@@ -209,6 +212,18 @@ func (s *server) uiAuditFilter(q map[string]*string, now time.Time) (audit.Filte
 		}
 		q[pair[0]] = at
 	}
+	var exact [3]string
+	for i, name := range []string{"user", "ip", "device"} {
+		v := q[name+"_exact"]
+		delete(q, name+"_exact")
+		if v == nil || *v == "" {
+			continue
+		}
+		if w := q[name]; w != nil && *w != "" {
+			return audit.Filter{}, badRequest(name, "give "+name+" or keep the exact "+name+" of the link, not both")
+		}
+		exact[i] = *v
+	}
 	newer := q["newer"]
 	if newer != nil && *newer != "" {
 		if c := q["cursor"]; c != nil && *c != "" {
@@ -231,6 +246,17 @@ func (s *server) uiAuditFilter(q map[string]*string, now time.Time) (audit.Filte
 	}
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
 		return f, badRequest("until", "until must be after since")
+	}
+	// Exact values are matched as stored (a pivot on a pseudonymised
+	// identifier: hashing the hash again would match nothing).
+	if exact[0] != "" {
+		f.User = exact[0]
+	}
+	if exact[1] != "" {
+		f.IP, f.IPText = netip.Prefix{}, exact[1]
+	}
+	if exact[2] != "" {
+		f.Device = exact[2]
 	}
 	return f, nil
 }

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/guardhq/guard/internal/abuse"
 )
 
 // uiClient is a cookie-keeping HTTP client that does not follow
@@ -369,5 +371,44 @@ func TestUISessionCookieSecureOverTLS(t *testing.T) {
 	ck := resp.Cookies()
 	if resp.StatusCode != 303 || len(ck) != 1 || !ck[0].Secure || !ck[0].HttpOnly || ck[0].SameSite != http.SameSiteStrictMode {
 		t.Errorf("over TLS: %d, cookies %+v; want one Secure, HttpOnly, SameSite=Strict cookie", resp.StatusCode, ck)
+	}
+}
+
+// TestUIPivotPseudonymized: with audit.pseudonymize events hold keyed
+// hashes; a pivot link matches the hash as stored (hashing it again would
+// find nothing), while a typed identifier is hashed as usual.
+func TestUIPivotPseudonymized(t *testing.T) {
+	s := newUIStack(t, func(c *abuse.Config) { c.Pseudonymize = true })
+	for range 2 {
+		s.check(t, "login", "alice@example.com", "203.0.113.7", "phone-1")
+	}
+	s.check(t, "login", "bob@example.com", "203.0.113.8", "")
+	s.settle(t)
+	c := uiClient(t)
+	auth := []string{"Authorization", "Bearer " + uiAuditKey}
+	_, page := do(t, c, "GET", s.srv.URL+"/ui/events?user=alice@example.com", nil, auth...)
+	if n := strings.Count(page, `class="detail"`); n != 2 {
+		t.Fatalf("typed user: %d events; want 2", n)
+	}
+	if strings.Contains(page, "alice@example.com</") {
+		t.Error("a pseudonymised page shows the raw user")
+	}
+	for _, field := range []string{"user", "ip", "device"} {
+		i := strings.Index(page, `href="/ui/events?`+field+`_exact=`)
+		if i < 0 {
+			t.Fatalf("no exact %s pivot link in the page", field)
+		}
+		href := page[i+len(`href="`):]
+		href = strings.ReplaceAll(href[:strings.IndexByte(href, '"')], "&amp;", "&")
+		_, got := do(t, c, "GET", s.srv.URL+href, nil, auth...)
+		if n := strings.Count(got, `class="detail"`); n != 2 {
+			t.Errorf("pivot on the stored %s (%s): %d events; want alice's 2", field, href, n)
+		}
+		if !strings.Contains(got, `id="exact-`+field+`"`) {
+			t.Errorf("pivot on %s: the form does not show the exact value", field)
+		}
+	}
+	if resp, _ := do(t, c, "GET", s.srv.URL+"/ui/events?user=x&user_exact=y", nil, auth...); resp.StatusCode != 400 {
+		t.Errorf("user and user_exact: %d; want 400", resp.StatusCode)
 	}
 }

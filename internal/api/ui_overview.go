@@ -158,11 +158,20 @@ func (s *server) fillOverview(p *overviewPage, o audit.Overview) {
 	}{{"Top denied IPs", "ip", o.TopIPs}, {"Top denied users", "user", o.TopUsers}, {"Top denied devices", "device", o.TopDevices}} {
 		tl := topList{Title: t.title, Field: t.field}
 		for _, r := range t.rows {
-			v := url.Values{"kind": {"check"}, "decision": {"deny"}, "since": {p.Window}, t.field: {r.Value}}
+			v := url.Values{"kind": {"check"}, "decision": {"deny"}, "since": {p.Window}, s.storedParam(t.field): {r.Value}}
 			tl.Rows = append(tl.Rows, topRow{Value: r.Value, Count: r.Count, URL: "/ui/events?" + v.Encode()})
 		}
 		p.Tops = append(p.Tops, tl)
 	}
+}
+
+// storedParam is the events filter parameter that matches field's value
+// as audit events store it (see parseUITemplates).
+func (s *server) storedParam(field string) string {
+	if s.exact {
+		return field + "_exact"
+	}
+	return field
 }
 
 // decisionChart draws the stacked per-minute counts as an SVG that
