@@ -47,6 +47,7 @@ func (s *server) routes() *gin.Engine {
 	e.GET("/ui/export", review, s.handleUIExport)
 	e.GET("/ui/lockouts", review, s.handleUILockouts)
 	e.POST("/ui/lockouts/unlock", act, s.handleUIUnlock)
+	e.POST("/ui/lockouts/unlock-many", act, s.handleUIUnlockMany)
 	e.POST("/ui/lockouts/lock", act, s.handleUILock)
 
 	// Operations (no key).

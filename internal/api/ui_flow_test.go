@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/guardhq/guard/internal/abuse"
 )
@@ -410,5 +412,65 @@ func TestUIPivotPseudonymized(t *testing.T) {
 	}
 	if resp, _ := do(t, c, "GET", s.srv.URL+"/ui/events?user=x&user_exact=y", nil, auth...); resp.StatusCode != 400 {
 		t.Errorf("user and user_exact: %d; want 400", resp.StatusCode)
+	}
+}
+
+// TestUIBulkUnlock: ticked lockouts, then every lockout matching the
+// filter, are lifted with one reason, each audited.
+func TestUIBulkUnlock(t *testing.T) {
+	s := newUIStack(t)
+	ctx := context.Background()
+	ips := []string{"192.0.2.41", "192.0.2.42", "192.0.2.43", "192.0.2.44"}
+	for _, ip := range ips {
+		if _, err := s.guard.Lock(ctx, abuse.LockInput{Dimension: "ip", Subject: subject("", ip, ""), Ledger: "auth", Duration: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.guard.Lock(ctx, abuse.LockInput{Dimension: "ip", Subject: subject("", "192.0.2.99", ""), Ledger: "otp_send", Duration: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	c := uiClient(t)
+	body, h := form(url.Values{"key": {uiAdminKey}})
+	do(t, c, "POST", s.srv.URL+"/ui/login", body, h...)
+	_, page := do(t, c, "GET", s.srv.URL+"/ui/lockouts?ledger=auth", nil, "Accept", "text/html")
+	token := csrfOf(t, page)
+	sel := func(ip string) string {
+		return url.Values{"dimension": {"ip"}, "ledger": {"auth"}, "ip": {ip}}.Encode()
+	}
+
+	body, h = form(url.Values{"csrf": {token}, "sel": {sel(ips[0]), sel(ips[1])}})
+	if resp, page := do(t, c, "POST", s.srv.URL+"/ui/lockouts/unlock-many", body, h...); resp.StatusCode != 400 || !strings.Contains(page, "needs a reason") {
+		t.Errorf("bulk unlock without reason: %d", resp.StatusCode)
+	}
+	body, h = form(url.Values{"csrf": {token}, "reason": {"false positives"}})
+	if resp, _ := do(t, c, "POST", s.srv.URL+"/ui/lockouts/unlock-many", body, h...); resp.StatusCode != 400 {
+		t.Errorf("bulk unlock of nothing: %d; want 400", resp.StatusCode)
+	}
+	body, h = form(url.Values{"csrf": {token}, "reason": {"false positives"}, "sel": {sel(ips[0]), sel(ips[1])}})
+	resp, _ := do(t, c, "POST", s.srv.URL+"/ui/lockouts/unlock-many", body, h...)
+	if resp.StatusCode != 303 || resp.Header.Get("Location") != "/ui/lockouts?done=unlocked&n=2" {
+		t.Fatalf("bulk unlock: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	for i, ip := range ips {
+		want := "locked_out"
+		if i < 2 {
+			want = "ok"
+		}
+		if d := s.check(t, "login", "", ip, ""); d.Reason != want {
+			t.Errorf("%s after unlocking the first two: %s; want %s", ip, d.Reason, want)
+		}
+	}
+	body, h = form(url.Values{"csrf": {token}, "reason": {"incident closed"}, "all": {"1"}, "ledger": {"auth"}})
+	resp, _ = do(t, c, "POST", s.srv.URL+"/ui/lockouts/unlock-many", body, h...)
+	if resp.StatusCode != 303 || resp.Header.Get("Location") != "/ui/lockouts?done=unlocked&n=2" {
+		t.Fatalf("unlock all of ledger auth: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	list, err := s.guard.Lockouts(ctx, abuse.LockoutFilter{})
+	if err != nil || len(list) != 1 || list[0].Ledger != "otp_send" {
+		t.Errorf("left locked: %+v, %v; want only the otp_send lock outside the filter", list, err)
+	}
+	_, page = do(t, c, "GET", s.srv.URL+"/ui/lockouts?done=unlocked&n=2", nil, "Accept", "text/html")
+	if strings.Count(page, "incident closed") != 2 || strings.Count(page, "false positives") != 2 {
+		t.Errorf("the admin events list lacks the four unlocks")
 	}
 }

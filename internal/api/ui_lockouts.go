@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +29,8 @@ type uiLockout struct {
 	// Unlockable is false when Guard could not name the identifiers (then
 	// only the API, with the identifiers, can lift it).
 	Unlockable bool
+	// Sel is the entry's value in the bulk unlock form.
+	Sel string
 }
 
 type uiLockoutsPage struct {
@@ -66,7 +69,7 @@ func (s *server) newLockoutsPage() *uiLockoutsPage {
 // events.
 func (s *server) handleUILockouts(c *gin.Context) {
 	p := s.newLockoutsPage()
-	q, err := singleParams(c, append(lockoutParams, "done")...)
+	q, err := singleParams(c, append(lockoutParams, "done", "n")...)
 	if err != nil {
 		p.Error = classify(err).Message
 		s.renderLockouts(c, http.StatusBadRequest, p)
@@ -78,10 +81,14 @@ func (s *server) handleUILockouts(c *gin.Context) {
 	switch p.Form["done"] {
 	case "unlocked":
 		p.Done = "Unlocked. The admin event is in the list below and on the Events page."
+		if n := p.Form["n"]; n != "" {
+			p.Done = "Unlocked " + n + " lockout(s). The admin events are in the list below and on the Events page."
+		}
 	case "locked":
 		p.Done = "Locked. The admin event is in the list below and on the Events page."
 	}
 	delete(q, "done")
+	delete(q, "n")
 	s.renderLockouts(c, http.StatusOK, p)
 }
 
@@ -113,12 +120,9 @@ func (s *server) renderLockouts(c *gin.Context, status int, p *uiLockoutsPage) {
 		status = http.StatusBadRequest
 	}
 	for _, l := range page.Lockouts {
-		u := uiLockout{ActiveLockout: l, User: derefStr(l.User), IP: derefStr(l.IP), Device: derefStr(l.Device), Unlockable: true}
-		d := l.Dimension
-		if strings.Contains(d, "user") && l.User == nil || strings.Contains(d, "ip") && l.IP == nil ||
-			strings.Contains(d, "device") && l.Device == nil {
-			u.Unlockable = false
-		}
+		u := uiLockout{ActiveLockout: l, User: derefStr(l.User), IP: derefStr(l.IP), Device: derefStr(l.Device)}
+		u.Unlockable = unlockable(l)
+		u.Sel = lockoutSel(l)
 		p.Lockouts = append(p.Lockouts, u)
 	}
 	if page.Next != "" || f.Cursor != "" {
@@ -143,6 +147,120 @@ func (s *server) renderLockouts(c *gin.Context, status int, p *uiLockoutsPage) {
 		}
 	}
 	s.renderPage(c, status, s.ui.lockouts, "Lockouts", p)
+}
+
+// unlockable reports whether the entry names every identifier its
+// dimension needs.
+func unlockable(l abuse.ActiveLockout) bool {
+	d := l.Dimension
+	return !(strings.Contains(d, "user") && l.User == nil || strings.Contains(d, "ip") && l.IP == nil ||
+		strings.Contains(d, "device") && l.Device == nil)
+}
+
+// lockoutSel encodes an entry for the bulk unlock form.
+func lockoutSel(l abuse.ActiveLockout) string {
+	v := url.Values{"dimension": {l.Dimension}, "ledger": {l.Ledger}}
+	for k, p := range map[string]*string{"user": l.User, "ip": l.IP, "device": l.Device} {
+		if p != nil {
+			v.Set(k, *p)
+		}
+	}
+	return v.Encode()
+}
+
+// maxBulkUnlock bounds one bulk unlock.
+const maxBulkUnlock = 5000
+
+// handleUIUnlockMany lifts the selected lockouts, or with all=1 every
+// lockout matching the page's filter (Keycloak's "unlock all", for the
+// filter), each audited as its own admin event with the one reason.
+func (s *server) handleUIUnlockMany(c *gin.Context) {
+	if !s.checkCSRF(c) {
+		return
+	}
+	p := s.newLockoutsPage()
+	reason := strings.TrimSpace(c.PostForm("reason"))
+	if reason == "" {
+		p.Error = "A bulk unlock needs a reason (it goes into the audit trail)."
+		s.renderLockouts(c, http.StatusBadRequest, p)
+		return
+	}
+	ctx := c.Request.Context()
+	var targets []abuse.UnlockInput
+	add := func(l abuse.ActiveLockout) {
+		if !unlockable(l) {
+			return
+		}
+		targets = append(targets, abuse.UnlockInput{Dimension: l.Dimension, Ledger: l.Ledger,
+			Subject: abuse.Subject{User: l.User, IP: l.IP, Device: l.Device}, Reason: reason, APIKey: keyName(c)})
+	}
+	if c.PostForm("all") == "1" {
+		q := map[string]*string{}
+		for _, k := range []string{"user", "ip", "device", "dimension", "ledger"} {
+			if v := c.PostForm(k); v != "" {
+				q[k] = &v
+			}
+		}
+		f, err := lockoutFilter(q)
+		if err != nil {
+			p.Error = classify(err).Message
+			s.renderLockouts(c, http.StatusBadRequest, p)
+			return
+		}
+		f.Limit = abuse.MaxLockoutLimit
+		for len(targets) < maxBulkUnlock {
+			page, err := s.deps.Guard.LockoutsPage(ctx, f)
+			if err != nil {
+				s.uiFail(c, dependency(err))
+				return
+			}
+			for _, l := range page.Lockouts {
+				add(l)
+			}
+			if page.Next == "" {
+				break
+			}
+			f.Cursor = page.Next
+		}
+	} else {
+		for _, sel := range c.PostFormArray("sel") {
+			v, err := url.ParseQuery(sel)
+			if err != nil {
+				continue
+			}
+			l := abuse.ActiveLockout{Dimension: v.Get("dimension"), Ledger: v.Get("ledger")}
+			for k, dst := range map[string]**string{"user": &l.User, "ip": &l.IP, "device": &l.Device} {
+				if x := v.Get(k); x != "" {
+					*dst = &x
+				}
+			}
+			add(l)
+		}
+	}
+	if len(targets) == 0 {
+		p.Error = "Nothing selected: tick the lockouts to lift, or \"every lockout matching the filter\"."
+		s.renderLockouts(c, http.StatusBadRequest, p)
+		return
+	}
+	t0 := s.now().UTC().Truncate(time.Millisecond)
+	n := 0
+	for _, in := range targets {
+		err := s.deps.Guard.Unlock(ctx, in)
+		switch {
+		case err == nil:
+			n++
+		case errors.Is(err, abuse.ErrNotFound):
+		default:
+			if classify(dependency(err)).Status >= 500 {
+				s.uiFail(c, dependency(err))
+				return
+			}
+		}
+	}
+	if n > 0 {
+		s.awaitAdminEvent(ctx, abuse.ActionUnlock, keyName(c), t0, n)
+	}
+	c.Redirect(http.StatusSeeOther, "/ui/lockouts?done=unlocked&n="+strconv.Itoa(n))
 }
 
 func derefStr(p *string) string {
@@ -195,7 +313,7 @@ func (s *server) handleUIUnlock(c *gin.Context) {
 		s.renderLockouts(c, e.Status, p)
 		return
 	}
-	s.awaitAdminEvent(c.Request.Context(), abuse.ActionUnlock, keyName(c), t0)
+	s.awaitAdminEvent(c.Request.Context(), abuse.ActionUnlock, keyName(c), t0, 1)
 	c.Redirect(http.StatusSeeOther, "/ui/lockouts?done=unlocked")
 }
 
@@ -243,7 +361,7 @@ func (s *server) handleUILock(c *gin.Context) {
 		fail(field, e.Message)
 		return
 	}
-	s.awaitAdminEvent(c.Request.Context(), abuse.ActionLock, keyName(c), t0)
+	s.awaitAdminEvent(c.Request.Context(), abuse.ActionLock, keyName(c), t0, 1)
 	c.Redirect(http.StatusSeeOther, "/ui/lockouts?done=locked")
 }
 
@@ -271,21 +389,26 @@ func parseLockDuration(v string) (time.Duration, error) {
 	return d, nil
 }
 
-// awaitAdminEvent waits (at most 2 s) until the audit store holds the admin
-// event an action just recorded, so the page the browser is sent to shows
-// it: events reach the store through the asynchronous writer.
-func (s *server) awaitAdminEvent(ctx context.Context, action, key string, since time.Time) {
+// awaitAdminEvent waits (at most 2 s) until the audit store holds the n
+// admin events an action just recorded (at or after since, by key), so the
+// page the browser is sent to shows them: events reach the store through
+// the asynchronous writer.
+func (s *server) awaitAdminEvent(ctx context.Context, action, key string, since time.Time, n int) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	f := audit.Filter{Kind: audit.KindAdmin, Action: action, Since: since.Add(-time.Second), Limit: 20}
+	f := audit.Filter{Kind: audit.KindAdmin, Action: action, Since: since, Limit: audit.MaxLimit}
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		if page, err := s.deps.Audit.Query(ctx, f); err == nil {
+			seen := 0
 			for _, e := range page.Events {
-				if e.APIKey == key && !e.At.Before(since.Add(-time.Second)) {
-					return
+				if e.APIKey == key {
+					seen++
 				}
+			}
+			if seen >= n {
+				return
 			}
 		}
 		select {
