@@ -39,7 +39,7 @@ func (s *server) routes() *gin.Engine {
 	e.GET("/ui/static/guard.css", handleUICSS)
 	e.GET("/ui/login", s.handleUILoginForm)
 	e.POST("/ui/login", s.handleUILogin)
-	e.POST("/ui/logout", review, s.handleUILogout)
+	e.POST("/ui/logout", s.handleUILogout)
 	e.GET("/ui", redirect("/ui/"))
 	e.GET("/ui/", review, s.handleUIOverview)
 	e.GET("/ui/events", review, s.handleUIEvents)

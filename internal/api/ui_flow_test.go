@@ -192,6 +192,11 @@ func TestUISessionAndCSRF(t *testing.T) {
 	if resp, _ := do(t, replay, "GET", base+"/ui/events", nil, "Accept", "text/html"); resp.StatusCode != 303 {
 		t.Errorf("signed-out cookie replayed: %d; want a redirect to sign in", resp.StatusCode)
 	}
+	// Signing out without a session only clears the cookie.
+	body, h = form(url.Values{})
+	if resp, _ := do(t, uiClient(t), "POST", base+"/ui/logout", body, h...); resp.StatusCode != 303 || resp.Header.Get("Location") != "/ui/login" {
+		t.Errorf("sign out without a session: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
 	// A tampered cookie is no session.
 	bad := uiClient(t)
 	bad.Jar.SetCookies(u, []*http.Cookie{{Name: "guard_session", Value: strings.Replace(stolen[0].Value, "v1.", "v1.x", 1), Path: "/ui"}})

@@ -332,9 +332,14 @@ func (s *server) handleUILogin(c *gin.Context) {
 
 // handleUILogout ends the session (CSRF-checked: signing someone out is a
 // state change too).
+// Without a valid session there is nothing to end: the cookie is cleared
+// all the same.
 func (s *server) handleUILogout(c *gin.Context) {
-	if !s.checkCSRF(c) {
-		return
+	if a := s.uiAuthenticate(c); a != nil {
+		c.Set(ctxUIAuth, a)
+		if !s.checkCSRF(c) {
+			return
+		}
 	}
 	if ck, err := c.Request.Cookie(sessionCookie); err == nil {
 		if _, nonce, exp, ok := s.sess.parse(s.keys, ck.Value); ok {
