@@ -122,18 +122,16 @@ type LockoutFilter struct {
 	Subject   Subject
 	Dimension string
 	Ledger    string
-	// Limit is LockoutsPage's page size: 0 means DefaultLockoutLimit, else
-	// 1..MaxLockoutLimit. Lockouts ignores it.
+	// Limit is the page size, 1 to 1000; 0 means 100.
 	Limit int
-	// Cursor is a LockoutPage.Next from an earlier page ("" for the first
-	// page). Lockouts ignores it.
+	// Cursor is a LockoutPage's Next, "" for the first page.
 	Cursor string
 }
 
-// LockoutPage is one page of the lockout listing.
+// LockoutPage is one page of a lockout listing.
 type LockoutPage struct {
 	Lockouts []ActiveLockout
-	// Next is the opaque cursor of the next page; "" on the last page.
+	// Next continues the listing; "" when it is complete.
 	Next string
 }
 

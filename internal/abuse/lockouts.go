@@ -16,7 +16,7 @@ const (
 	lookupMaxPages = 5
 )
 
-// Lockouts lists the active lockouts, ending last first, that match the
+// allLockouts lists the active lockouts, ending last first, that match the
 // filter: its ledger, its dimension, and every identifier it names (a
 // user filter matches user, user+ip and user+device lockouts of that user).
 // Each entry carries the identifiers of its dimension, resolved from this
@@ -25,7 +25,7 @@ const (
 //
 // Errors: *InputError for an unknown dimension or ledger or a bad
 // identifier; else a wrapped store error.
-func (g *Guard) Lockouts(ctx context.Context, f LockoutFilter) ([]ActiveLockout, error) {
+func (g *Guard) allLockouts(ctx context.Context, f LockoutFilter) ([]ActiveLockout, error) {
 	var wantDim dimIndex
 	if f.Dimension != "" {
 		d, ok := parseDim(f.Dimension)

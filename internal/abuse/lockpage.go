@@ -24,16 +24,16 @@ const (
 // lockCursorMAC is how many bytes of HMAC-SHA256 a cursor carries.
 const lockCursorMAC = 16
 
-// LockoutsPage is Lockouts one page at a time: the entries of the filter,
+// Lockouts lists the active lockouts one page at a time: the entries of the filter,
 // ending last first (ties in a fixed order), at most f.Limit of them after
 // f.Cursor, and the cursor of the next page. Paging is by key (the end and
 // the lock's identity), so entries that appear or end between two pages
 // shift no other entry.
 //
-// Errors: as Lockouts, plus *InputError for a limit outside
+// Errors: as allLockouts, plus *InputError for a limit outside
 // 1..MaxLockoutLimit (field "limit") or a cursor LockoutsPage did not issue
 // (field "cursor").
-func (g *Guard) LockoutsPage(ctx context.Context, f LockoutFilter) (LockoutPage, error) {
+func (g *Guard) Lockouts(ctx context.Context, f LockoutFilter) (LockoutPage, error) {
 	limit := f.Limit
 	if limit == 0 {
 		limit = DefaultLockoutLimit
@@ -50,7 +50,7 @@ func (g *Guard) LockoutsPage(ctx context.Context, f LockoutFilter) (LockoutPage,
 		}
 		after = &c
 	}
-	all, err := g.Lockouts(ctx, f)
+	all, err := g.allLockouts(ctx, f)
 	if err != nil {
 		return LockoutPage{}, err
 	}

@@ -64,7 +64,7 @@ func TestManualLock(t *testing.T) {
 		for range 3 {
 			mustReport(t, g, failure("login", "alice", ip, ""))
 		}
-		list, err := g.Lockouts(ctx, LockoutFilter{Ledger: "auth"})
+		list, err := listOf(g.Lockouts(ctx, LockoutFilter{Ledger: "auth"}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +78,7 @@ func TestManualLock(t *testing.T) {
 		if err != nil || len(got) != 1 || got[0].Level != 1 {
 			t.Fatalf("Lock(user+ip) = %+v, %v; want one entry at level 1", got, err)
 		}
-		list, _ = g.Lockouts(ctx, LockoutFilter{Dimension: DimUserIP})
+		list, _ = listOf(g.Lockouts(ctx, LockoutFilter{Dimension: DimUserIP}))
 		if len(list) != 1 || list[0].Level != 1 || !list[0].Manual || !list[0].Until.Equal(got[0].Until) || deref(list[0].User) != "alice" {
 			t.Fatalf("listing user+ip = %+v; want one merged entry, level 1, manual end", list)
 		}
@@ -91,7 +91,7 @@ func TestManualLock(t *testing.T) {
 			t.Fatalf("Unlock(ip): %v", err)
 		}
 		wantDecision(t, mustCheck(t, g, check), true, ReasonOK)
-		if list, _ := g.Lockouts(ctx, LockoutFilter{}); len(list) != 0 {
+		if list, _ := listOf(g.Lockouts(ctx, LockoutFilter{})); len(list) != 0 {
 			t.Errorf("listing after unlocks: %+v; want none", list)
 		}
 	})
@@ -141,7 +141,7 @@ func TestLockoutsPage(t *testing.T) {
 			if pages > 5 {
 				t.Fatal("paging does not end")
 			}
-			p, err := g.LockoutsPage(ctx, f)
+			p, err := g.Lockouts(ctx, f)
 			if err != nil {
 				t.Fatalf("LockoutsPage: %v", err)
 			}
@@ -164,7 +164,7 @@ func TestLockoutsPage(t *testing.T) {
 				t.Errorf("entry %d = %s; want %s (ending last first)", i, seen[i], ips[i])
 			}
 		}
-		first, _ := g.LockoutsPage(ctx, LockoutFilter{Limit: 1})
+		first, _ := g.Lockouts(ctx, LockoutFilter{Limit: 1})
 		tampered := []byte(first.Next)
 		tampered[3] ^= 1
 		for _, tc := range []struct {
@@ -177,12 +177,12 @@ func TestLockoutsPage(t *testing.T) {
 			{LockoutFilter{Cursor: string(tampered)}, "cursor"},
 		} {
 			var ie *InputError
-			if _, err := g.LockoutsPage(ctx, tc.f); !errors.As(err, &ie) || ie.Field != tc.field {
+			if _, err := g.Lockouts(ctx, tc.f); !errors.As(err, &ie) || ie.Field != tc.field {
 				t.Errorf("LockoutsPage(%+v) = %v; want InputError field %s", tc.f, err, tc.field)
 			}
 		}
 		// Default page size holds all five.
-		if p, err := g.LockoutsPage(ctx, LockoutFilter{}); err != nil || len(p.Lockouts) != 5 || p.Next != "" {
+		if p, err := g.Lockouts(ctx, LockoutFilter{}); err != nil || len(p.Lockouts) != 5 || p.Next != "" {
 			t.Errorf("default page = %d entries, next %q, %v; want 5, none", len(p.Lockouts), p.Next, err)
 		}
 	})

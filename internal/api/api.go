@@ -27,8 +27,8 @@ type Guard interface {
 	Check(ctx context.Context, in abuse.CheckInput) (abuse.Decision, error)
 	// Report records how an attempt ended.
 	Report(ctx context.Context, in abuse.ReportInput) (abuse.ReportOutcome, error)
-	// LockoutsPage lists one page of active lockouts.
-	LockoutsPage(ctx context.Context, f abuse.LockoutFilter) (abuse.LockoutPage, error)
+	// Lockouts lists a page of active lockouts.
+	Lockouts(ctx context.Context, f abuse.LockoutFilter) (abuse.LockoutPage, error)
 	// Lock sets a manual lockout, one entry per ledger.
 	Lock(ctx context.Context, in abuse.LockInput) ([]abuse.ActiveLockout, error)
 	// Unlock lifts lockouts; abuse.ErrNotFound when nothing was locked.

@@ -43,7 +43,7 @@ func testConfig() Config {
 type fakeGuard struct {
 	check    func(context.Context, abuse.CheckInput) (abuse.Decision, error)
 	report   func(context.Context, abuse.ReportInput) (abuse.ReportOutcome, error)
-	lockouts func(context.Context, abuse.LockoutFilter) ([]abuse.ActiveLockout, error)
+	lockouts func(context.Context, abuse.LockoutFilter) (abuse.LockoutPage, error)
 	unlock   func(context.Context, abuse.UnlockInput) error
 	lock     func(context.Context, abuse.LockInput) ([]abuse.ActiveLockout, error)
 	policy   abuse.Policy
@@ -63,12 +63,11 @@ func (g *fakeGuard) Report(ctx context.Context, in abuse.ReportInput) (abuse.Rep
 	return g.report(ctx, in)
 }
 
-func (g *fakeGuard) LockoutsPage(ctx context.Context, f abuse.LockoutFilter) (abuse.LockoutPage, error) {
+func (g *fakeGuard) Lockouts(ctx context.Context, f abuse.LockoutFilter) (abuse.LockoutPage, error) {
 	if g.lockouts == nil {
 		return abuse.LockoutPage{}, nil
 	}
-	list, err := g.lockouts(ctx, f)
-	return abuse.LockoutPage{Lockouts: list}, err
+	return g.lockouts(ctx, f)
 }
 
 func (g *fakeGuard) Lock(ctx context.Context, in abuse.LockInput) ([]abuse.ActiveLockout, error) {

@@ -33,7 +33,7 @@ func (s *server) handleLockouts(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	page, err := s.deps.Guard.LockoutsPage(c.Request.Context(), f)
+	page, err := s.deps.Guard.Lockouts(c.Request.Context(), f)
 	if err != nil {
 		writeError(c, dependency(err))
 		return

@@ -54,7 +54,7 @@ func (s *server) handleUIUnlockMany(c *gin.Context) {
 		}
 		f.Limit = abuse.MaxLockoutLimit
 		for len(targets) < maxBulkUnlock {
-			page, err := s.deps.Guard.LockoutsPage(ctx, f)
+			page, err := s.deps.Guard.Lockouts(ctx, f)
 			if err != nil {
 				s.uiFail(c, dependency(err))
 				return

@@ -470,9 +470,9 @@ func TestUIBulkUnlock(t *testing.T) {
 	if resp.StatusCode != 303 || resp.Header.Get("Location") != "/ui/lockouts?done=unlocked&n=2" {
 		t.Fatalf("unlock all of ledger auth: %d %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
-	list, err := s.guard.Lockouts(ctx, abuse.LockoutFilter{})
-	if err != nil || len(list) != 1 || list[0].Ledger != "otp_send" {
-		t.Errorf("left locked: %+v, %v; want only the otp_send lock outside the filter", list, err)
+	left, err := s.guard.Lockouts(ctx, abuse.LockoutFilter{})
+	if err != nil || len(left.Lockouts) != 1 || left.Lockouts[0].Ledger != "otp_send" {
+		t.Errorf("left locked: %+v, %v; want only the otp_send lock outside the filter", left, err)
 	}
 	_, page = do(t, c, "GET", s.srv.URL+"/ui/lockouts?done=unlocked&n=2", nil, "Accept", "text/html")
 	if strings.Count(page, "incident closed") != 2 || strings.Count(page, "false positives") != 2 {

@@ -103,7 +103,7 @@ func (s *server) renderLockouts(c *gin.Context, status int, p *uiLockoutsPage) {
 	f, err := lockoutFilter(q)
 	var page abuse.LockoutPage
 	if err == nil {
-		page, err = s.deps.Guard.LockoutsPage(c.Request.Context(), f)
+		page, err = s.deps.Guard.Lockouts(c.Request.Context(), f)
 	}
 	if err != nil {
 		e := classify(err)

@@ -93,7 +93,7 @@ func (s *server) handleUIOverview(c *gin.Context) {
 			s.fillOverview(&p, o)
 		}
 	}
-	lp, err := s.deps.Guard.LockoutsPage(ctx, abuse.LockoutFilter{Limit: abuse.MaxLockoutLimit})
+	lp, err := s.deps.Guard.Lockouts(ctx, abuse.LockoutFilter{Limit: abuse.MaxLockoutLimit})
 	if err != nil {
 		loggerFrom(c).Warn("overview lockouts failed", "err", err)
 	} else {

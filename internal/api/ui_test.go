@@ -14,9 +14,9 @@ import (
 
 func TestUIEvents(t *testing.T) {
 	st := seedAudit(t, 3)
-	lockouts := &fakeGuard{lockouts: func(context.Context, abuse.LockoutFilter) ([]abuse.ActiveLockout, error) {
-		return []abuse.ActiveLockout{{Ledger: "auth", Dimension: "user", User: ptr(`<b>eve</b>"`), Level: 1,
-			Since: t0, Until: t0.Add(time.Minute)}}, nil
+	lockouts := &fakeGuard{lockouts: func(context.Context, abuse.LockoutFilter) (abuse.LockoutPage, error) {
+		return abuse.LockoutPage{Lockouts: []abuse.ActiveLockout{{Ledger: "auth", Dimension: "user", User: ptr(`<b>eve</b>"`), Level: 1,
+			Since: t0, Until: t0.Add(time.Minute)}}}, nil
 	}}
 	h := newTestHandler(t, testConfig(), Deps{Audit: st, Guard: lockouts})
 
