@@ -171,6 +171,9 @@ func (l LockoutEntry) MarshalJSON() ([]byte, error) {
 // LockoutsResponse is the answer of GET /v1/lockouts.
 type LockoutsResponse struct {
 	Lockouts []LockoutEntry `json:"lockouts"`
+	// NextCursor continues the listing (as the cursor parameter); nil
+	// when it is complete.
+	NextCursor *string `json:"next_cursor"`
 }
 
 // UnlockRequest is the body of DELETE /v1/lockouts: the dimension and the

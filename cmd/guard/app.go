@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/guardhq/guard/internal/abuse"
 	"github.com/guardhq/guard/internal/alert"
@@ -171,14 +170,14 @@ func (a *app) buildStore(ctx context.Context) error {
 		a.metrics.SetRedisUp(false)
 		return nil
 	}
-	client, err := newRedisClient(a.cfg.RedisURL, a.cfg.Store.Budget)
+	client, err := limits.NewRedisClient(limits.RedisConfig{URL: a.cfg.RedisURL}, a.cfg.Store.Budget)
 	if err != nil {
 		return err
 	}
-	primary := limits.NewRedis(client, limits.RedisConfig{Prefix: a.cfg.KeyPrefix})
+	primary := limits.NewRedis(client, limits.RedisStoreConfig{})
 	pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if err := primary.Ping(pingCtx); err != nil {
+	if err := primary.Prepare(pingCtx); err != nil {
 		a.log.Error("Redis does not answer at start; deciding from the local fallback until it does", "err", err)
 	} else {
 		a.log.Info("Redis limiter ready", "redis", redactURL(a.cfg.RedisURL), "key_prefix", a.cfg.KeyPrefix)
@@ -202,42 +201,6 @@ func (a *app) buildStore(ctx context.Context) error {
 	a.store = a.failover
 	return nil
 }
-
-// newRedisClient parses a redis:// URL into a client whose calls honour
-// their context deadline (the failover budget). A budget > 0 also becomes
-// every socket and pool timeout the URL leaves unset: go-redis takes the
-// earlier of the context deadline and now+ReadTimeout, so with its default
-// (5s) a budget above 5s would be cut short, and a call never has longer
-// than the budget anyway. Dials run in go-redis's background, not within
-// a call, so they get at least minDialTimeout: a handshake slower than the
-// budget still completes and pools its connection. Budget 0 keeps go-redis's
-// defaults (bench's raw modes).
-func newRedisClient(rawURL string, budget time.Duration) (*redis.Client, error) {
-	opt, err := redis.ParseURL(rawURL)
-	if err != nil {
-		return nil, errors.New("redis url: " + sanitize(err.Error(), rawURL))
-	}
-	opt.ContextTimeoutEnabled = true
-	// A retried command may run a decision twice (counting more, never
-	// less); the budget is too short for retries to help anyway.
-	opt.MaxRetries = -1
-	if budget > 0 {
-		for _, d := range []*time.Duration{&opt.ReadTimeout, &opt.WriteTimeout, &opt.PoolTimeout} {
-			if *d == 0 {
-				*d = budget
-			}
-		}
-		if opt.DialTimeout == 0 {
-			opt.DialTimeout = max(budget, minDialTimeout)
-		}
-	}
-	return redis.NewClient(opt), nil
-}
-
-// minDialTimeout bounds a background dial to Redis from below; short, so a
-// blackholed Redis does not hold go-redis's dial slots (5 attempts each)
-// for long after it returns.
-const minDialTimeout = time.Second
 
 // buildAudit sets up the audit trail: a bounded memory store without a
 // database, else Postgres with a batching, spooling writer.

@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"log/slog"
 	"net/url"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/guardhq/guard/internal/alert"
 	"github.com/guardhq/guard/internal/audit"
@@ -77,17 +73,3 @@ func errDetail(err error) string {
 	}
 	return msg
 }
-
-// redisLog routes go-redis's own messages (dial retries while Redis is down,
-// one per probe) into Guard's logger at DEBUG, so a JSON log stays JSON and
-// an outage is not a flood: Guard logs it once, at ERROR, itself.
-type redisLog struct{ log *slog.Logger }
-
-func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
-	l.log.DebugContext(ctx, "redis client", "detail", fmt.Sprintf(format, v...))
-}
-
-// useRedisLog installs logger for go-redis, whose logger is process-wide
-// (an atomic; the last serve to start wins, which is the only one in a
-// real process).
-func useRedisLog(logger *slog.Logger) { redis.SetLogger(redisLog{logger}) }

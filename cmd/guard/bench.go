@@ -77,7 +77,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	b.log = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	useRedisLog(b.log)
+	limits.UseLogger(b.log)
 	defer b.cleanup()
 	fmt.Fprintf(e.stdout, "guard bench: %s per mode, %d workers, %d keys, Redis %s\n\n",
 		f.duration, f.concurrency, f.keys, redactURL(f.redisURL))
@@ -106,10 +106,11 @@ type bench struct {
 }
 
 func newBench(ctx context.Context, f benchFlags) (*bench, error) {
-	client, err := newRedisClient(f.redisURL, 0)
+	uc, err := limits.NewRedisClient(limits.RedisConfig{URL: f.redisURL}, 0)
 	if err != nil {
 		return nil, err
 	}
+	client := uc.(*redis.Client)
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := client.Ping(pctx).Err(); err != nil {
@@ -166,11 +167,11 @@ func (b *bench) op(ctx context.Context, mode string) (func(ctx context.Context, 
 			return err
 		}, noop, nil
 	case "store":
-		client, err := newRedisClient(b.f.redisURL, 0)
+		client, err := limits.NewRedisClient(limits.RedisConfig{URL: b.f.redisURL}, 0)
 		if err != nil {
 			return nil, nil, err
 		}
-		store := limits.NewRedis(client, limits.RedisConfig{Prefix: b.prefix})
+		store := limits.NewRedis(client, limits.RedisStoreConfig{})
 		return func(ctx context.Context, w, i int) error {
 			// Limits high enough that the bench measures allowed
 			// decisions (which write) rather than cheap denials.

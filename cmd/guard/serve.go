@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/guardhq/guard/internal/limits"
 )
 
 const serveHelp = `
@@ -54,7 +56,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	useRedisLog(logger)
+	limits.UseLogger(logger)
 	cfg, err := loadConfig(*configPath, e.getenv)
 	if err != nil {
 		return err

@@ -146,11 +146,9 @@ type ActiveLockout struct {
 	Level     int
 	Since     time.Time
 	Until     time.Time
-	// Manual is set when the lockout in force (the one ending last) is an
-	// administrator's manual lockout.
+	// Manual is set for an administrator's manual lockout (POST
+	// /v1/lockouts); a key may also have a struck one, listed apart.
 	Manual bool
-
-	sortKey string // the lock's info: orders equal ends, keys the cursor
 }
 
 // LockInput is one POST /v1/lockouts request: a manual lockout.

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/guardhq/guard/internal/audit"
@@ -98,8 +99,9 @@ type compiledAction struct {
 
 type compiledRule struct {
 	Rule
-	dim       dimIndex
-	keyPrefix string // "<prefix>log:<name>:" or "<prefix>fail:<name>:"
+	dim  dimIndex
+	kind string        // "l:<name>" or "f:<name>" (see keyer.key)
+	keep time.Duration // the longest window any rule uses kind with
 }
 
 // compiledLedger is the lockout state shared by actions.
@@ -108,11 +110,11 @@ type compiledLedger struct {
 	// lockDims are the dimensions any action of the ledger has failure
 	// rules on, in canonical order; checks consult these locks.
 	lockDims []dimIndex
-	// lockPrefix per dimension: "<prefix>lock:<ledger>:<dim>:".
-	lockPrefix [numDims]string
-	// manualPrefix per dimension: "<prefix>mlock:<ledger>:<dim>:", the
-	// manual lockout records; checks consult them for every dimension.
-	manualPrefix [numDims]string
+	// lockKind per dimension: "k:<ledger>:<dim>" (see keyer.key).
+	lockKind [numDims]string
+	// manualKind per dimension: "k:<ledger>:<dim>!m", the manual lockout
+	// records; checks consult them for every dimension.
+	manualKind [numDims]string
 	// hasLadder is set when an action of the ledger has a lockout ladder:
 	// a manual lockout without a ledger applies to these.
 	hasLadder bool
@@ -196,14 +198,26 @@ func (g *Guard) compile() {
 		names = append(names, name)
 	}
 	sort.Strings(names) // deterministic ledger failure order
+	// A log key is its rule's name: rules of several actions that share a
+	// name share a log, which must then live for the longest window.
+	keep := map[string]time.Duration{}
+	for _, name := range names {
+		a := g.policy.Actions[name]
+		for _, r := range a.Limits {
+			keep[logKind(r.Name)] = max(keep[logKind(r.Name)], r.Window)
+		}
+		for _, r := range a.Failures {
+			keep[failKind(r.Name)] = max(keep[failKind(r.Name)], r.Window)
+		}
+	}
 	for _, name := range names {
 		a := g.policy.Actions[name]
 		led := g.ledgers[a.Lockout.Ledger]
 		if led == nil {
 			led = &compiledLedger{name: a.Lockout.Ledger}
 			for d := range numDims {
-				led.lockPrefix[d] = g.keys.lockKeyPrefix(led.name, d)
-				led.manualPrefix[d] = g.keys.manualLockKeyPrefix(led.name, d)
+				led.lockKind[d] = lockKind(led.name, d)
+				led.manualKind[d] = manualKind(led.name, d)
 			}
 			g.ledgers[led.name] = led
 		}
@@ -228,14 +242,14 @@ func (g *Guard) compile() {
 		}
 		for _, r := range a.Limits {
 			d, _ := parseDim(r.Dimension)
-			ca.limits = append(ca.limits, compiledRule{Rule: r, dim: d, keyPrefix: g.keys.logKeyPrefix(r.Name)})
+			ca.limits = append(ca.limits, compiledRule{Rule: r, dim: d, kind: logKind(r.Name), keep: keep[logKind(r.Name)]})
 			if ca.minLimit == 0 || r.Limit < ca.minLimit {
 				ca.minLimit = r.Limit
 			}
 		}
 		for _, r := range a.Failures {
 			d, _ := parseDim(r.Dimension)
-			cr := compiledRule{Rule: r, dim: d, keyPrefix: g.keys.failKeyPrefix(r.Name)}
+			cr := compiledRule{Rule: r, dim: d, kind: failKind(r.Name), keep: keep[failKind(r.Name)]}
 			ca.failures = append(ca.failures, cr)
 			led.failures = append(led.failures, cr)
 		}
@@ -346,12 +360,12 @@ func (g *Guard) lockRefs(led *compiledLedger, id *identity) []limits.LockRef {
 	refs := make([]limits.LockRef, 0, len(led.lockDims)+int(numDims))
 	for _, d := range led.lockDims {
 		if id.has(d) {
-			refs = append(refs, limits.LockRef{Key: led.lockPrefix[d] + g.keys.hash(id, d), SpareIfTrusted: d == dimUser})
+			refs = append(refs, limits.LockRef{Key: g.keys.key(led.lockKind[d], id, d), SpareIfTrusted: d == dimUser})
 		}
 	}
 	for d := range numDims {
 		if id.has(d) {
-			refs = append(refs, limits.LockRef{Key: led.manualPrefix[d] + g.keys.hash(id, d)})
+			refs = append(refs, limits.LockRef{Key: g.keys.key(led.manualKind[d], id, d)})
 		}
 	}
 	return refs
@@ -365,12 +379,13 @@ func (g *Guard) escalation(a *compiledAction, id *identity) limits.Escalation {
 		if !id.has(r.dim) {
 			continue
 		}
-		h := g.keys.hash(id, r.dim)
 		esc.Failures = append(esc.Failures, limits.FailureRule{
-			Key:     r.keyPrefix + h,
+			Key:     g.keys.key(r.kind, id, r.dim),
 			Limit:   r.Limit,
 			Window:  r.Window,
-			LockKey: a.ledger.lockPrefix[r.dim] + h,
+			Keep:    r.keep,
+			LockKey: g.keys.key(a.ledger.lockKind[r.dim], id, r.dim),
+			Indexes: g.keys.lockIndexes(id, r.dim),
 			Info:    g.keys.lockInfo(a.ledger.name, r.dim, id),
 		})
 	}
@@ -391,13 +406,18 @@ func (g *Guard) lockoutInfo(st *limits.LockState) *LockoutInfo {
 	return info
 }
 
-// parseLockKey splits "<prefix>lock:<ledger>:<dim>:<hash>".
+// parseLockKey reads ledger and dimension from
+// "<prefix>{<tag>}k:<ledger>:<dim>[:<hash>]".
 func (g *Guard) parseLockKey(key string) (string, dimIndex, bool) {
+	_, rest, ok := strings.Cut(key, "}k:")
+	if !ok {
+		return "", 0, false
+	}
 	for _, name := range g.names {
 		led := g.ledgers[name]
 		for d := range numDims {
-			p := led.lockPrefix[d]
-			if len(key) == len(p)+hashLen && key[:len(p)] == p {
+			kind := led.lockKind[d][len("k:"):]
+			if rest == kind || strings.HasPrefix(rest, kind+":") && len(rest) == len(kind)+1+hashLen {
 				return name, d, true
 			}
 		}

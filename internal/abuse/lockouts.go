@@ -16,30 +16,48 @@ const (
 	lookupMaxPages = 5
 )
 
-// allLockouts lists the active lockouts, ending last first, that match the
-// filter: its ledger, its dimension, and every identifier it names (a
-// user filter matches user, user+ip and user+device lockouts of that user).
-// Each entry carries the identifiers of its dimension, resolved from this
-// process's recent strikes, else from the audit trail (events whose
-// lockout is still active), else from the filter; nil when unknown.
+// Lockouts lists a page of the active lockouts that match the filter: its
+// ledger, its dimension, and every identifier it names (a user filter
+// matches user, user+ip and user+device lockouts of that user). With an
+// identifier the store reads that identity's lockout index (a few round
+// trips whatever the number of lockouts), ending last first across pages;
+// without, it scans lock records page by page. Each entry carries the
+// identifiers of its dimension, resolved from this process's recent
+// strikes, else from the audit trail (events whose lockout is still
+// active), else from the filter; nil when unknown.
 //
-// Errors: *InputError for an unknown dimension or ledger or a bad
-// identifier; else a wrapped store error.
-func (g *Guard) allLockouts(ctx context.Context, f LockoutFilter) ([]ActiveLockout, error) {
+// Errors: *InputError for an unknown dimension or ledger, a bad
+// identifier, a limit outside 1..1000 or a cursor Guard did not issue;
+// else a wrapped store error.
+func (g *Guard) Lockouts(ctx context.Context, f LockoutFilter) (LockoutPage, error) {
 	var wantDim dimIndex
 	if f.Dimension != "" {
 		d, ok := parseDim(f.Dimension)
 		if !ok {
-			return nil, &InputError{Code: CodeInvalidRequest, Field: "dimension", Message: fmt.Sprintf("unknown dimension %q", f.Dimension)}
+			return LockoutPage{}, &InputError{Code: CodeInvalidRequest, Field: "dimension", Message: fmt.Sprintf("unknown dimension %q", f.Dimension)}
 		}
 		wantDim = d
 	}
 	if f.Ledger != "" && g.ledgers[f.Ledger] == nil {
-		return nil, &InputError{Code: CodeInvalidRequest, Field: "ledger", Message: fmt.Sprintf("unknown ledger %q", f.Ledger)}
+		return LockoutPage{}, &InputError{Code: CodeInvalidRequest, Field: "ledger", Message: fmt.Sprintf("unknown ledger %q", f.Ledger)}
+	}
+	if f.Limit == 0 {
+		f.Limit = 100
+	}
+	if f.Limit < 1 || f.Limit > 1000 {
+		return LockoutPage{}, &InputError{Code: CodeInvalidRequest, Field: "limit", Message: "limit must be 1 to 1000"}
+	}
+	q := limits.LockQuery{Limit: f.Limit}
+	if f.Cursor != "" {
+		c, ok := g.keys.open(f.Cursor)
+		if !ok {
+			return LockoutPage{}, &InputError{Code: CodeInvalidRequest, Field: "cursor", Message: "cursor is not one Guard issued"}
+		}
+		q.Cursor = c
 	}
 	fid, err := normalizeSubject(f.Subject, g.cfg.IPv6Prefix)
 	if err != nil {
-		return nil, err
+		return LockoutPage{}, err
 	}
 	var wantUser, wantIP, wantDevice string
 	if fid.hasUser {
@@ -51,84 +69,64 @@ func (g *Guard) allLockouts(ctx context.Context, f LockoutFilter) ([]ActiveLocko
 	if fid.hasDevice {
 		wantDevice = g.keys.hash(&fid, dimDevice)
 	}
-
-	states, err := g.store.Lockouts(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list lockouts: %w", err)
+	switch {
+	case wantUser != "":
+		q.Index = g.keys.indexKey(wantUser)
+	case wantIP != "":
+		q.Index = g.keys.indexKey(wantIP)
+	case wantDevice != "":
+		q.Index = g.keys.indexKey(wantDevice)
+	default:
+		q.Pattern = g.keys.lockPattern(f.Ledger, wantDim, f.Dimension == "")
 	}
-	out := []ActiveLockout{}
-	byInfo := map[string]int{}    // a lock's info -> index in out
-	var unresolved map[string]int // lock key -> index in out
-	for _, st := range states {
+	q.Keep = func(st limits.LockState) bool {
 		p, ok := parseLockInfo(st.Info)
-		if !ok {
-			g.log.Debug("lockout with unreadable info skipped", "info", st.Info)
-			continue
-		}
 		switch {
+		case !ok:
+			g.log.Debug("lockout with unreadable info skipped", "info", st.Info)
+			return false
 		case f.Ledger != "" && p.ledger != f.Ledger,
 			f.Dimension != "" && p.dim != wantDim,
 			wantUser != "" && p.user != wantUser,
 			wantIP != "" && p.ip != wantIP,
 			wantDevice != "" && p.device != wantDevice:
-			continue
+			return false
 		}
-		manual := g.isManualKey(st.Key)
-		// A key's struck and manual records are one lockout: the level is
-		// the struck record's, the end the later of the two.
-		if i, ok := byInfo[st.Info]; ok {
-			al := &out[i]
-			if !manual {
-				al.Level = st.Level
-			}
-			if st.Until.After(al.Until) {
-				al.Since, al.Until, al.Manual = st.Since, st.Until, manual
-			}
-			g.nameLock(st.Key, i, out, &unresolved)
-			continue
-		}
+		return true
+	}
+
+	page, err := g.store.Lockouts(ctx, &q)
+	if err != nil {
+		return LockoutPage{}, fmt.Errorf("list lockouts: %w", err)
+	}
+	out := LockoutPage{Lockouts: make([]ActiveLockout, 0, len(page.Locks))}
+	if page.Next != "" {
+		out.Next = g.keys.seal(page.Next)
+	}
+	var unresolved map[string]int // lock key -> index in out
+	for _, st := range page.Locks {
+		p, _ := parseLockInfo(st.Info)
 		al := ActiveLockout{Ledger: p.ledger, Dimension: p.dim.String(), Level: st.Level, Since: st.Since, Until: st.Until,
-			Manual: manual, sortKey: st.Info}
-		if manual {
-			al.Level = 0
+			Manual: g.isManualKey(st.Key)}
+		if n, ok := g.strikes.get(st.Key); ok {
+			n.fill(&al, p.dim)
+		} else {
+			if unresolved == nil {
+				unresolved = map[string]int{}
+			}
+			unresolved[st.Key] = len(out.Lockouts)
 		}
-		byInfo[st.Info] = len(out)
-		out = append(out, al)
-		g.nameLock(st.Key, len(out)-1, out, &unresolved)
+		out.Lockouts = append(out.Lockouts, al)
 	}
 	if len(unresolved) > 0 && g.lookup != nil && !g.cfg.Pseudonymize {
-		g.resolveFromAudit(ctx, unresolved, out)
+		g.resolveFromAudit(ctx, unresolved, out.Lockouts)
 	}
 	for _, i := range unresolved {
-		d, _ := parseDim(out[i].Dimension)
+		d, _ := parseDim(out.Lockouts[i].Dimension)
 		names{user: fid.user, ip: fid.ip, device: fid.device,
-			hasUser: fid.hasUser, hasIP: fid.hasIP, hasDevice: fid.hasDevice}.fill(&out[i], d)
+			hasUser: fid.hasUser, hasIP: fid.hasIP, hasDevice: fid.hasDevice}.fill(&out.Lockouts[i], d)
 	}
-	sortLockouts(out)
 	return out, nil
-}
-
-// nameLock fills out[i]'s identifiers from the strike cache when it knows
-// key, else marks key unresolved (until another record of the entry names
-// it).
-func (g *Guard) nameLock(key string, i int, out []ActiveLockout, unresolved *map[string]int) {
-	if n, ok := g.strikes.get(key); ok {
-		d, _ := parseDim(out[i].Dimension)
-		n.fill(&out[i], d)
-		for k, j := range *unresolved {
-			if j == i {
-				delete(*unresolved, k)
-			}
-		}
-		return
-	}
-	if out[i].User != nil || out[i].IP != nil || out[i].Device != nil {
-		return
-	}
-	if *unresolved == nil {
-		*unresolved = map[string]int{}
-	}
-	(*unresolved)[key] = i
 }
 
 // resolveFromAudit names lockouts from audit events whose lockout is still
@@ -153,7 +151,7 @@ func (g *Guard) resolveFromAudit(ctx context.Context, unresolved map[string]int,
 				for _, name := range g.names {
 					for d := range numDims {
 						if id.has(d) {
-							g.resolveKey(g.ledgers[name].manualPrefix[d]+g.keys.hash(&id, d), &id, d, unresolved, out)
+							g.resolveKey(g.keys.key(g.ledgers[name].manualKind[d], &id, d), &id, d, unresolved, out)
 						}
 					}
 				}
@@ -165,7 +163,7 @@ func (g *Guard) resolveFromAudit(ctx context.Context, unresolved map[string]int,
 			}
 			for _, d := range a.ledger.lockDims {
 				if id.has(d) {
-					g.resolveKey(a.ledger.lockPrefix[d]+g.keys.hash(&id, d), &id, d, unresolved, out)
+					g.resolveKey(g.keys.key(a.ledger.lockKind[d], &id, d), &id, d, unresolved, out)
 				}
 			}
 			if len(unresolved) == 0 {
@@ -262,14 +260,13 @@ func (g *Guard) Unlock(ctx context.Context, in UnlockInput) error {
 		}
 		ledgers = []string{in.Ledger}
 	}
-	h := g.keys.hash(&id, d)
 	var req limits.UnlockRequest
 	for _, name := range ledgers {
 		led := g.ledgers[name]
-		req.Locks = append(req.Locks, led.lockPrefix[d]+h, led.manualPrefix[d]+h)
+		req.Locks = append(req.Locks, g.keys.key(led.lockKind[d], &id, d), g.keys.key(led.manualKind[d], &id, d))
 		for _, r := range led.failures {
 			if r.dim == d {
-				req.Failures = append(req.Failures, r.keyPrefix+h)
+				req.Failures = append(req.Failures, g.keys.key(r.kind, &id, r.dim))
 			}
 		}
 	}
@@ -285,7 +282,7 @@ func (g *Guard) Unlock(ctx context.Context, in UnlockInput) error {
 		ID:       newID(now),
 		At:       now,
 		Kind:     audit.KindAdmin,
-		Action:   "unlock",
+		Action:   ActionUnlock,
 		APIKey:   in.APIKey,
 		Instance: g.cfg.Instance,
 		Note:     in.Reason,

@@ -52,13 +52,15 @@ func (g *Guard) Lock(ctx context.Context, in LockInput) ([]ActiveLockout, error)
 			return nil, &InputError{Code: CodeInvalidRequest, Field: "ledger", Message: "no action has a lockout ladder"}
 		}
 	}
-	h := g.keys.hash(&id, d)
-	info := g.keys.lockInfo("", d, &id)
+	indexes := g.keys.lockIndexes(&id, d)
 	req := limits.LockRequest{Duration: in.Duration}
 	for _, name := range ledgers {
 		led := g.ledgers[name]
 		req.Locks = append(req.Locks, limits.ManualLock{
-			Key: led.manualPrefix[d] + h, StrikeKey: led.lockPrefix[d] + h, Info: name + info,
+			Key:       g.keys.key(led.manualKind[d], &id, d),
+			StrikeKey: g.keys.key(led.lockKind[d], &id, d),
+			Indexes:   indexes,
+			Info:      g.keys.lockInfo(name, d, &id),
 		})
 	}
 	states, err := g.store.Lock(ctx, &req)
@@ -69,7 +71,7 @@ func (g *Guard) Lock(ctx context.Context, in LockInput) ([]ActiveLockout, error)
 	out := make([]ActiveLockout, 0, len(states))
 	for i, st := range states {
 		al := ActiveLockout{Ledger: ledgers[i], Dimension: d.String(), Level: st.Level, Since: st.Since, Until: st.Until,
-			Manual: true, sortKey: req.Locks[i].Info}
+			Manual: true}
 		namesOf(&id).fill(&al, d)
 		out = append(out, al)
 	}

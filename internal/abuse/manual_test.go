@@ -3,6 +3,7 @@ package abuse
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -78,9 +79,12 @@ func TestManualLock(t *testing.T) {
 		if err != nil || len(got) != 1 || got[0].Level != 1 {
 			t.Fatalf("Lock(user+ip) = %+v, %v; want one entry at level 1", got, err)
 		}
+		// Listed as two entries: the manual one (level 0, ending last)
+		// and the struck one.
 		list, _ = listOf(g.Lockouts(ctx, LockoutFilter{Dimension: DimUserIP}))
-		if len(list) != 1 || list[0].Level != 1 || !list[0].Manual || !list[0].Until.Equal(got[0].Until) || deref(list[0].User) != "alice" {
-			t.Fatalf("listing user+ip = %+v; want one merged entry, level 1, manual end", list)
+		if len(list) != 2 || !list[0].Manual || list[0].Level != 0 || !list[0].Until.Equal(got[0].Until) || deref(list[0].User) != "alice" ||
+			list[1].Manual || list[1].Level != 1 {
+			t.Fatalf("listing user+ip = %+v; want the manual entry, then the struck one at level 1", list)
 		}
 
 		// Unlock lifts the manual and the struck record.
@@ -138,7 +142,7 @@ func TestLockoutsPage(t *testing.T) {
 		var seen []string
 		f := LockoutFilter{Ledger: "auth", Limit: 2}
 		for pages := 0; ; pages++ {
-			if pages > 5 {
+			if pages > 10 {
 				t.Fatal("paging does not end")
 			}
 			p, err := g.Lockouts(ctx, f)
@@ -148,21 +152,19 @@ func TestLockoutsPage(t *testing.T) {
 			for _, l := range p.Lockouts {
 				seen = append(seen, deref(l.IP))
 			}
+			if len(p.Lockouts) > 2 {
+				t.Errorf("page of %d; want at most 2", len(p.Lockouts))
+			}
 			if p.Next == "" {
-				if pages != 2 {
-					t.Errorf("%d pages; want 3", pages+1)
-				}
 				break
 			}
 			f.Cursor = p.Next
 		}
-		if len(seen) != len(ips) {
-			t.Fatalf("paged %v; want %v", seen, ips)
-		}
-		for i := range ips {
-			if seen[i] != ips[i] {
-				t.Errorf("entry %d = %s; want %s (ending last first)", i, seen[i], ips[i])
-			}
+		// Without an identifier the store scans: every lockout once, in an
+		// order of its own across pages.
+		slices.Sort(seen)
+		if !slices.Equal(seen, ips) {
+			t.Errorf("paged %v; want each of %v once", seen, ips)
 		}
 		first, _ := g.Lockouts(ctx, LockoutFilter{Limit: 1})
 		tampered := []byte(first.Next)

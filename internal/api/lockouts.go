@@ -15,12 +15,6 @@ import (
 // lockoutParams are the query parameters of GET /v1/lockouts.
 var lockoutParams = []string{"user", "ip", "device", "dimension", "ledger", "limit", "cursor"}
 
-// lockoutsPage is the answer of GET /v1/lockouts (v1.1: paged).
-type lockoutsPage struct {
-	Lockouts   []sdk.LockoutEntry `json:"lockouts"`
-	NextCursor *string            `json:"next_cursor"`
-}
-
 // handleLockouts answers GET /v1/lockouts?user=&ip=&device=&dimension=&ledger=&limit=&cursor=.
 func (s *server) handleLockouts(c *gin.Context) {
 	q, err := singleParams(c, lockoutParams...)
@@ -38,7 +32,7 @@ func (s *server) handleLockouts(c *gin.Context) {
 		writeError(c, dependency(err))
 		return
 	}
-	out := lockoutsPage{Lockouts: wireLockouts(page.Lockouts)}
+	out := sdk.LockoutsResponse{Lockouts: wireLockouts(page.Lockouts)}
 	if page.Next != "" {
 		out.NextCursor = &page.Next
 	}

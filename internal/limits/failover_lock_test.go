@@ -24,9 +24,9 @@ func TestFailoverLock(t *testing.T) {
 			t.Fatalf("Lock = %+v, %v", got, err)
 		}
 		for name, s := range map[string]Store{"primary": primary, "fallback": fallback} {
-			ls, err := s.Lockouts(ctx)
-			if err != nil || len(ls) != 1 || ls[0].Key != "m:1" {
-				t.Errorf("%s lockouts = %+v, %v; want the manual lock", name, ls, err)
+			page, err := s.Lockouts(ctx, &LockQuery{Pattern: "*", Limit: 1000})
+			if err != nil || len(page.Locks) != 1 || page.Locks[0].Key != "m:1" {
+				t.Errorf("%s lockouts = %+v, %v; want the manual lock", name, page, err)
 			}
 		}
 	})

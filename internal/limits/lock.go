@@ -30,8 +30,12 @@ type ManualLock struct {
 	// lock restarts the first).
 	Key string
 	// StrikeKey is the lock record that strikes of the same key escalate;
-	// Lock reads its level and until and never writes it. May be "".
+	// Lock reads its level and until and never writes it. May be "". On
+	// Redis Cluster it shares Key's slot (the keys carry one hash tag).
 	StrikeKey string
+	// Indexes are the lockout index keys the lock is added to, as
+	// FailureRule.Indexes, so listings by identity find it.
+	Indexes []string
 	// Info is stored with the record and returned by Lockouts, as
 	// FailureRule.Info; at most 512 bytes.
 	Info string
@@ -55,8 +59,8 @@ func validateLock(req *LockRequest) error {
 		if l.Key == l.StrikeKey {
 			return fmt.Errorf("lock %d: the manual and the strike record must differ", i)
 		}
-		if len(l.Info) > memMaxInfo {
-			return fmt.Errorf("lock %d: info of %d bytes: at most %d", i, len(l.Info), memMaxInfo)
+		if len(l.Info) > maxInfo {
+			return fmt.Errorf("lock %d: info of %d bytes: at most %d", i, len(l.Info), maxInfo)
 		}
 	}
 	return nil

@@ -39,7 +39,7 @@ func (s *MemoryStore) Lock(ctx context.Context, req *LockRequest) ([]LockState, 
 				}
 			}
 		}
-		s.shard(l.Key).locks[l.Key] = &memLock{since: now, until: until, expires: until, info: l.Info}
+		s.shard(l.Key).locks[l.Key] = &memLock{since: now, until: until, expires: until, info: l.Info, indexes: l.Indexes}
 		out = append(out, st)
 	}
 	return out, nil

@@ -1,6 +1,8 @@
-package main
+package limits
 
 import (
+	"github.com/redis/go-redis/v9"
+	"strings"
 	"testing"
 	"time"
 )
@@ -27,12 +29,12 @@ func TestNewRedisClientTimeoutsFollowBudget(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := newRedisClient(tc.url, tc.budget)
+			uc, err := NewRedisClient(RedisConfig{URL: tc.url}, tc.budget)
 			if err != nil {
-				t.Fatalf("newRedisClient: %v", err)
+				t.Fatalf("NewRedisClient: %v", err)
 			}
-			defer c.Close()
-			o := c.Options()
+			defer uc.Close()
+			o := uc.(*redis.Client).Options()
 			if !o.ContextTimeoutEnabled {
 				t.Errorf("ContextTimeoutEnabled = false, want true")
 			}
@@ -55,5 +57,35 @@ func TestNewRedisClientTimeoutsFollowBudget(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestNewRedisClientDeployments(t *testing.T) {
+	cluster, err := NewRedisClient(RedisConfig{Cluster: []string{"127.0.0.1:7000"}}, 50*time.Millisecond)
+	if err != nil {
+		t.Fatalf("cluster: %v", err)
+	}
+	defer cluster.Close()
+	if o := cluster.(*redis.ClusterClient).Options(); !o.ContextTimeoutEnabled || o.ReadTimeout != 50*time.Millisecond {
+		t.Errorf("cluster options: context timeouts %v, read timeout %v", o.ContextTimeoutEnabled, o.ReadTimeout)
+	}
+	sentinel, err := NewRedisClient(RedisConfig{Sentinel: &SentinelConfig{Master: "guard", Addrs: []string{"127.0.0.1:26379"}}}, 0)
+	if err != nil {
+		t.Fatalf("sentinel: %v", err)
+	}
+	sentinel.Close()
+	for _, bad := range []RedisConfig{
+		{},
+		{URL: "redis://x", Cluster: []string{"a:1"}},
+		{URL: "redis://x", Sentinel: &SentinelConfig{Master: "m", Addrs: []string{"a:1"}}},
+		{Sentinel: &SentinelConfig{Master: "m"}},
+		{URL: "http://user:secret@x"},
+	} {
+		if c, err := NewRedisClient(bad, 0); err == nil {
+			c.Close()
+			t.Errorf("NewRedisClient(%+v): no error", bad)
+		} else if strings.Contains(err.Error(), "secret") {
+			t.Errorf("NewRedisClient(%+v): error %q shows the password", bad, err)
+		}
 	}
 }

@@ -6,17 +6,18 @@ import (
 	"time"
 )
 
-// Request validation for the memory store. The rules mirror the field docs
-// of CheckRequest and ReportRequest, so a request the memory store accepts
-// is one every Store accepts.
+// Request validation, one copy for every store: the rules of the field docs
+// of CheckRequest, ReportRequest, UnlockRequest and LockQuery. The errors
+// are plain (never ErrUnavailable): they are bugs of the caller, which
+// validates user input long before this point.
 
-// memMaxInfo is the largest FailureRule.Info in bytes.
-const memMaxInfo = 512
+// maxInfo is the largest FailureRule.Info in bytes.
+const maxInfo = 512
 
-// memMaxNonce is the longest Nonce in bytes.
-const memMaxNonce = 32
+// maxNonce is the longest Nonce in bytes.
+const maxNonce = 32
 
-func memValidateCheck(req *CheckRequest) error {
+func validateCheck(req *CheckRequest) error {
 	if req == nil {
 		return errors.New("nil request")
 	}
@@ -25,31 +26,31 @@ func memValidateCheck(req *CheckRequest) error {
 	}
 	for i := range req.Rules {
 		r := &req.Rules[i]
-		if err := memValidateLog(r.Key, r.Limit, r.Window); err != nil {
+		if err := validateLog(r.Key, r.Limit, r.Window); err != nil {
 			return fmt.Errorf("rule %d: %w", i, err)
 		}
 	}
-	if err := memValidateLocks(req.Locks); err != nil {
+	if err := validateLocks(req.Locks); err != nil {
 		return err
 	}
 	if req.DenialFailures != nil {
-		if err := memValidateEscalation(req.DenialFailures); err != nil {
+		if err := validateEscalation(req.DenialFailures); err != nil {
 			return fmt.Errorf("denial failures: %w", err)
 		}
 	}
-	return memValidateNonce(req.Nonce)
+	return validateNonce(req.Nonce)
 }
 
-func memValidateReport(req *ReportRequest) error {
+func validateReport(req *ReportRequest) error {
 	if req == nil {
 		return errors.New("nil request")
 	}
 	if req.Failure {
-		if err := memValidateEscalation(&req.Escalation); err != nil {
+		if err := validateEscalation(&req.Escalation); err != nil {
 			return err
 		}
 	}
-	if err := memValidateLocks(req.Locks); err != nil {
+	if err := validateLocks(req.Locks); err != nil {
 		return err
 	}
 	if req.TrustTTL < 0 {
@@ -60,10 +61,10 @@ func memValidateReport(req *ReportRequest) error {
 			return fmt.Errorf("clear key %d: empty", i)
 		}
 	}
-	return memValidateNonce(req.Nonce)
+	return validateNonce(req.Nonce)
 }
 
-func memValidateUnlock(req *UnlockRequest) error {
+func validateUnlock(req *UnlockRequest) error {
 	if req == nil {
 		return errors.New("nil request")
 	}
@@ -80,7 +81,7 @@ func memValidateUnlock(req *UnlockRequest) error {
 	return nil
 }
 
-func memValidateLog(key string, limit int, window time.Duration) error {
+func validateLog(key string, limit int, window time.Duration) error {
 	switch {
 	case key == "":
 		return errors.New("empty key")
@@ -92,7 +93,7 @@ func memValidateLog(key string, limit int, window time.Duration) error {
 	return nil
 }
 
-func memValidateLocks(refs []LockRef) error {
+func validateLocks(refs []LockRef) error {
 	for i, ref := range refs {
 		if ref.Key == "" {
 			return fmt.Errorf("lock %d: empty key", i)
@@ -101,9 +102,9 @@ func memValidateLocks(refs []LockRef) error {
 	return nil
 }
 
-// memValidateEscalation checks an escalation that has failure rules; one
+// validateEscalation checks an escalation that has failure rules; one
 // without any is never used and always valid.
-func memValidateEscalation(esc *Escalation) error {
+func validateEscalation(esc *Escalation) error {
 	if len(esc.Failures) == 0 {
 		return nil
 	}
@@ -120,30 +121,41 @@ func memValidateEscalation(esc *Escalation) error {
 	}
 	for i := range esc.Failures {
 		f := &esc.Failures[i]
-		if err := memValidateLog(f.Key, f.Limit, f.Window); err != nil {
+		if err := validateLog(f.Key, f.Limit, f.Window); err != nil {
 			return fmt.Errorf("failure rule %d: %w", i, err)
 		}
 		if f.LockKey == "" {
 			return fmt.Errorf("failure rule %d: empty lock key", i)
 		}
-		if len(f.Info) > memMaxInfo {
-			return fmt.Errorf("failure rule %d: info of %d bytes: at most %d", i, len(f.Info), memMaxInfo)
+		if len(f.Info) > maxInfo {
+			return fmt.Errorf("failure rule %d: info of %d bytes: at most %d", i, len(f.Info), maxInfo)
 		}
 	}
 	return nil
 }
 
-// memValidateNonce accepts "" (the memory store does not need one) or up to
-// 32 bytes of [A-Za-z0-9_-], as the Redis store requires.
-func memValidateNonce(n string) error {
-	if len(n) > memMaxNonce {
-		return fmt.Errorf("nonce of %d bytes: at most %d", len(n), memMaxNonce)
+// validateNonce accepts "" or up to 32 bytes of [A-Za-z0-9_-].
+func validateNonce(n string) error {
+	if len(n) > maxNonce {
+		return fmt.Errorf("nonce of %d bytes: at most %d", len(n), maxNonce)
 	}
 	for i := 0; i < len(n); i++ {
 		c := n[i]
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
 			return fmt.Errorf("nonce: byte %d (%q) is not in [A-Za-z0-9_-]", i, c)
 		}
+	}
+	return nil
+}
+
+func validateLockQuery(q *LockQuery) error {
+	switch {
+	case q == nil:
+		return errors.New("nil lock query")
+	case q.Limit < 1 || q.Limit > 1000:
+		return fmt.Errorf("lock query: limit %d: must be 1 to 1000", q.Limit)
+	case q.Index == "" && q.Pattern == "":
+		return errors.New("lock query: neither index nor pattern")
 	}
 	return nil
 }
