@@ -31,7 +31,7 @@ const (
 // Defaults of the config file's keys; docs/configuration.md lists them.
 const (
 	defaultListen        = "127.0.0.1:8080"
-	defaultKeyPrefix     = "guard:v1:"
+	defaultKeyPrefix     = abuse.DefaultKeyPrefix
 	defaultIPv6Prefix    = 64
 	defaultTrustTTL      = 720 * time.Hour
 	defaultBudget        = 50 * time.Millisecond

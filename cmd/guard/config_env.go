@@ -87,11 +87,11 @@ func checkURL(raw string, schemes ...string) error {
 	return nil
 }
 
-var keyPrefixRE = regexp.MustCompile(`^[A-Za-z0-9_.:{}-]{1,64}$`)
+var keyPrefixRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
 
 func checkKeyPrefix(p string) error {
 	if !keyPrefixRE.MatchString(p) {
-		return fmt.Errorf("%q: use 1 to 64 of letters, digits and _ . : { } -", p)
+		return fmt.Errorf("%q: use 1 to 64 of letters, digits and _ . : -", p)
 	}
 	return nil
 }

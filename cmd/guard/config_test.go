@@ -146,7 +146,7 @@ func TestParseConfigDefaults(t *testing.T) {
 		want any
 	}{
 		{"listen", cfg.Listen, "127.0.0.1:8080"},
-		{"key prefix", cfg.KeyPrefix, "guard:v1:"},
+		{"key prefix", cfg.KeyPrefix, "guard:v2:"},
 		{"ipv6 prefix", cfg.IPv6Prefix, 64},
 		{"trust ttl", cfg.TrustTTL, 720 * time.Hour},
 		{"budget", cfg.Store.Budget, 50 * time.Millisecond},

@@ -45,7 +45,7 @@ type Config struct {
 	// orphans every key.
 	KeySecret []byte
 	// KeyPrefix starts every Redis key; default DefaultKeyPrefix
-	// ("guard:v1:").
+	// ("guard:v2:").
 	KeyPrefix string
 	// IPv6Prefix is the prefix length (1..128) IPv6 addresses are
 	// aggregated to for limiting; default 64.
@@ -149,6 +149,11 @@ func New(logger *slog.Logger, cfg Config, store limits.Store, rec Recorder, look
 	}
 	if cfg.KeyPrefix == "" {
 		cfg.KeyPrefix = DefaultKeyPrefix
+	}
+	if strings.ContainsAny(cfg.KeyPrefix, "{}") {
+		// Keys carry their Redis Cluster hash tag right after the prefix;
+		// a brace in the prefix would become the tag of every key.
+		return nil, fmt.Errorf("abuse: key prefix %q: must not contain { or }", cfg.KeyPrefix)
 	}
 	if cfg.IPv6Prefix == 0 {
 		cfg.IPv6Prefix = DefaultIPv6Prefix

@@ -177,8 +177,8 @@ func lockKind(ledger string, d dimIndex) string { return "k:" + ledger + ":" + d
 // in the slot of) the struck record of the same key, and matched by the
 // same listing patterns.
 func manualKind(ledger string, d dimIndex) string { return lockKind(ledger, d) + "!m" }
-func (k *keyer) indexKey(hash string) string    { return k.prefix + "{" + hash + "}x" }
-func (k *keyer) trustKey(id *identity) string   { return k.key("t", id, dimUserDevice) }
+func (k *keyer) indexKey(hash string) string      { return k.prefix + "{" + hash + "}x" }
+func (k *keyer) trustKey(id *identity) string     { return k.key("t", id, dimUserDevice) }
 
 // lockPattern matches every lock record key of ledger and dimension ("" for
 // any), for listings without an identifier.

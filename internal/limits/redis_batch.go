@@ -21,6 +21,7 @@ type batcher struct {
 	calls    chan *pending
 	maxBatch int
 	stop     chan struct{}
+	stopOnce sync.Once
 	wg       sync.WaitGroup
 }
 
@@ -51,7 +52,7 @@ func newBatcher(client redis.UniversalClient, script *redis.Script, workers, max
 
 // close stops the workers after the calls they hold; later calls fail.
 func (b *batcher) close() {
-	close(b.stop)
+	b.stopOnce.Do(func() { close(b.stop) })
 	b.wg.Wait()
 }
 
