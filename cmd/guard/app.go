@@ -19,6 +19,7 @@ import (
 	"github.com/guardhq/guard/internal/alert"
 	"github.com/guardhq/guard/internal/api"
 	"github.com/guardhq/guard/internal/audit"
+	"github.com/guardhq/guard/internal/config"
 	"github.com/guardhq/guard/internal/limits"
 	"github.com/guardhq/guard/internal/metrics"
 )
@@ -27,7 +28,7 @@ import (
 // Config. bench builds one too, so it measures exactly what serve runs.
 type app struct {
 	log      *slog.Logger
-	cfg      *Config
+	cfg      *config.Config
 	metrics  *metrics.Metrics
 	store    limits.Store
 	failover *limits.FailoverStore // nil without Redis
@@ -51,7 +52,7 @@ type appOptions struct {
 
 // newApp builds every component of cfg. On error, whatever was built is
 // closed again.
-func newApp(ctx context.Context, logger *slog.Logger, cfg *Config, opts appOptions) (a *app, err error) {
+func newApp(ctx context.Context, logger *slog.Logger, cfg *config.Config, opts appOptions) (a *app, err error) {
 	a = &app{log: logger, cfg: cfg, metrics: metrics.New()}
 	defer func() {
 		if err != nil {
@@ -59,51 +60,28 @@ func newApp(ctx context.Context, logger *slog.Logger, cfg *Config, opts appOptio
 			a = nil
 		}
 	}()
-	a.metrics.InitSeries(slices.Sorted(maps.Keys(cfg.Policy.Actions)), alertEvents())
-	a.alerts = alert.New(logger, alert.Config{
-		WebhookURL: cfg.Alerts.WebhookURL,
-		Timeout:    cfg.Alerts.Timeout,
-		Instance:   cfg.Instance,
-		OnResult:   a.metrics.AlertSent,
-	}, nil, nil)
+	a.metrics.InitSeries(slices.Sorted(maps.Keys(cfg.Guard.Policy.Actions)), alert.Events())
+	alerts := cfg.Alerts
+	alerts.OnResult = a.metrics.AlertSent
+	a.alerts = alert.New(logger, alerts, nil, nil)
 	if err := a.buildStore(ctx); err != nil {
 		return a, err
 	}
 	if err := a.buildAudit(ctx, opts.migrate); err != nil {
 		return a, err
 	}
-	a.guard, err = abuse.New(logger, abuse.Config{
-		Policy:       cfg.Policy,
-		KeySecret:    []byte(cfg.KeySecret),
-		KeyPrefix:    cfg.KeyPrefix,
-		IPv6Prefix:   cfg.IPv6Prefix,
-		TrustTTL:     trustTTL(cfg.TrustTTL),
-		Pseudonymize: cfg.Audit.Pseudonymize,
-		Instance:     cfg.Instance,
-	}, a.store, a.recorder, a.audit)
+	a.guard, err = abuse.New(logger, cfg.Guard, a.store, a.recorder, a.audit)
 	if err != nil {
 		return a, fmt.Errorf("build guard: %w", err)
 	}
-	keys := make([]api.Key, len(cfg.APIKeys))
-	for i, k := range cfg.APIKeys {
-		keys[i] = api.Key{Name: k.Name, Scopes: k.Scopes, KeySHA256: fmt.Sprintf("%x", k.SHA256)}
-	}
-	proxies := make([]string, len(cfg.ForwardAuth.TrustedProxies))
-	for i, p := range cfg.ForwardAuth.TrustedProxies {
-		proxies[i] = p.String()
-	}
-	a.handler, err = api.New(logger, api.Config{
-		Keys: keys,
-		ForwardAuth: api.ForwardAuthConfig{
-			UserHeader:     cfg.ForwardAuth.UserHeader,
-			DeviceHeader:   cfg.ForwardAuth.DeviceHeader,
-			TrustedProxies: proxies,
-		},
-		SessionSecret: derive(cfg.KeySecret, "ui-session"),
-	}, api.Deps{
+	// Review sessions must verify on every instance: the secret derives
+	// from the key secret, as the audit cursors' does.
+	apiCfg := cfg.API
+	apiCfg.SessionSecret = derive(cfg.Guard.KeySecret, "ui-session")
+	a.handler, err = api.New(logger, apiCfg, api.Deps{
 		Guard:           a.guard,
 		Audit:           a.audit,
-		Cursors:         audit.NewCursorCodec(derive(cfg.KeySecret, "audit-cursor")),
+		Cursors:         audit.NewCursorCodec(derive(cfg.Guard.KeySecret, "audit-cursor")),
 		NormalizeUser:   a.guard.AuditUser,
 		NormalizeDevice: a.guard.AuditDevice,
 		Readiness:       a.readiness,
@@ -133,28 +111,10 @@ func (a *app) onMaintain(rep audit.MaintenanceReport) {
 	a.alerts.Up(alert.AuditPartition, time.Now(), "")
 }
 
-// alertEvents are every event the notifier can send, so guard_alerts_total
-// has its series from the start.
-func alertEvents() []string {
-	var out []string
-	for _, c := range []alert.Condition{alert.Redis, alert.Postgres, alert.Spool, alert.AuditPartition} {
-		out = append(out, c.DownEvent(), c.UpEvent())
-	}
-	return out
-}
-
-// trustTTL maps the config's "0 disables" onto abuse's "negative disables".
-func trustTTL(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
-	}
-	return d
-}
-
 // derive makes a purpose-bound key from the key secret, so the secret
 // itself is used for one thing only (identifier hashes).
-func derive(secret, purpose string) []byte {
-	m := hmac.New(sha256.New, []byte(secret))
+func derive(secret []byte, purpose string) []byte {
+	m := hmac.New(sha256.New, secret)
 	m.Write([]byte("guard:" + purpose))
 	return m.Sum(nil)
 }
@@ -162,7 +122,7 @@ func derive(secret, purpose string) []byte {
 // buildStore sets up the limits store: memory without Redis, else Redis
 // behind the failover store with a memory fallback.
 func (a *app) buildStore(ctx context.Context) error {
-	if a.cfg.RedisURL == "" {
+	if !a.cfg.Redis.Enabled() {
 		a.log.Warn("NO REDIS CONFIGURED: using the in-memory limiter. Limits and lockouts are " +
 			"per process (not shared between instances) and are lost on restart. " +
 			"Set GUARD_REDIS_URL or redis_url for production.")
@@ -170,7 +130,7 @@ func (a *app) buildStore(ctx context.Context) error {
 		a.metrics.SetRedisUp(false)
 		return nil
 	}
-	client, err := limits.NewRedisClient(limits.RedisConfig{URL: a.cfg.RedisURL}, a.cfg.Store.Budget)
+	client, err := limits.NewRedisClient(a.cfg.Redis, a.cfg.Store.Budget)
 	if err != nil {
 		return err
 	}
@@ -180,12 +140,9 @@ func (a *app) buildStore(ctx context.Context) error {
 	if err := primary.Prepare(pingCtx); err != nil {
 		a.log.Error("Redis does not answer at start; deciding from the local fallback until it does", "err", err)
 	} else {
-		a.log.Info("Redis limiter ready", "redis", redactURL(a.cfg.RedisURL), "key_prefix", a.cfg.KeyPrefix)
+		a.log.Info("Redis limiter ready", "redis", a.cfg.Redis.String(), "key_prefix", a.cfg.Guard.KeyPrefix)
 	}
-	a.failover = limits.NewFailover(a.log, limits.FailoverConfig{
-		Budget:    a.cfg.Store.Budget,
-		FleetSize: a.cfg.Store.FleetSize,
-	}, primary, limits.NewMemory(limits.MemoryConfig{}), limits.FailoverEvents{
+	a.failover = limits.NewFailover(a.log, a.cfg.Store, primary, limits.NewMemory(limits.MemoryConfig{}), limits.FailoverEvents{
 		OnStateChange: func(up bool, since time.Time, cause error) {
 			a.metrics.SetRedisUp(up)
 			a.metrics.SetDegraded(!up)
@@ -239,21 +196,20 @@ func (a *app) buildAudit(ctx context.Context, migrate bool) error {
 	if err != nil {
 		return fmt.Errorf("postgres pool: %w", err)
 	}
-	pg := audit.NewPGStore(a.log, a.pool, audit.PGConfig{
-		Retention:  a.cfg.Audit.Retention,
-		OnMaintain: a.onMaintain,
-	})
+	pgcfg := a.cfg.Postgres
+	pgcfg.OnMaintain = a.onMaintain
+	pg := audit.NewPGStore(a.log, a.pool, pgcfg)
 	pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := pg.Ping(pingCtx); err != nil {
 		a.log.Error("Postgres does not answer at start; audit events are spooled until it does",
-			"err", err, "spool_dir", a.cfg.Audit.SpoolDir)
+			"err", err, "spool_dir", a.cfg.Writer.SpoolDir)
 		a.metrics.SetPostgresUp(false)
 	} else {
 		a.log.Info("Postgres audit trail ready", "database", redactURL(a.cfg.DatabaseURL))
 	}
 	a.audit = pg
-	w, err := newAuditWriter(a.log, a.cfg, pg, a.metrics, a.alerts, a.cfg.Audit.SpoolDir)
+	w, err := newAuditWriter(a.log, a.cfg, pg, a.metrics, a.alerts, a.cfg.Writer.SpoolDir)
 	if err != nil {
 		return err
 	}

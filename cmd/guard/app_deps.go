@@ -8,18 +8,17 @@ import (
 
 	"github.com/guardhq/guard/internal/alert"
 	"github.com/guardhq/guard/internal/audit"
+	"github.com/guardhq/guard/internal/config"
 	"github.com/guardhq/guard/internal/metrics"
 )
 
 // newAuditWriter starts the writer that moves events to store, its hooks
 // wired to metrics (and Postgres outages logged); spoolDir "" means no
 // spool (the memory store never goes down).
-func newAuditWriter(logger *slog.Logger, cfg *Config, store audit.Store, m *metrics.Metrics, alerts *alert.Notifier, spoolDir string) (*audit.Writer, error) {
-	return audit.NewWriter(logger, audit.WriterConfig{
-		BatchSize:     cfg.Audit.BatchSize,
-		FlushInterval: cfg.Audit.FlushInterval,
-		SpoolDir:      spoolDir,
-	}, store, audit.WriterHooks{
+func newAuditWriter(logger *slog.Logger, cfg *config.Config, store audit.Store, m *metrics.Metrics, alerts *alert.Notifier, spoolDir string) (*audit.Writer, error) {
+	wcfg := cfg.Writer
+	wcfg.SpoolDir = spoolDir
+	return audit.NewWriter(logger, wcfg, store, audit.WriterHooks{
 		OnWritten: m.AddAuditWritten,
 		OnDropped: m.AddAuditDropped,
 		OnStoreState: func(up bool, since time.Time, err error) {

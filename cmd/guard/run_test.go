@@ -412,6 +412,30 @@ func TestServeEmbeddedDefaults(t *testing.T) {
 	}
 }
 
+// TestServeListenFlag checks that --listen wins over GUARD_LISTEN and the
+// file (whose addresses cannot be bound here), and that a short API key is
+// warned about at start.
+func TestServeListenFlag(t *testing.T) {
+	config := "listen: 192.0.2.1:8080\napi_keys:\n  - {name: short, scopes: [admin], key: k-123}\n"
+	g := startGuard(t, config, map[string]string{"GUARD_LISTEN": "192.0.2.2:8080"}, "--listen", "127.0.0.1:0")
+	if !strings.HasPrefix(g.base, "http://127.0.0.1:") {
+		t.Errorf("listening at %s, want 127.0.0.1 (--listen)", g.base)
+	}
+	if !g.log.has("WARN", "SHORT API KEY") {
+		t.Errorf("no WARN log SHORT API KEY for a 5-byte key; log:\n%s", g.log.dump())
+	}
+	if g.log.has("WARN", "SHORT API KEY: api key \"a\"") {
+		t.Errorf("warned about a long key")
+	}
+	res, err := sdk.New(g.base, "k-123").Check(context.Background(), sdk.CheckRequest{Action: "login", User: strp("a@example.com")})
+	if err != nil || res.Decision != "allow" {
+		t.Fatalf("check = %+v, %v; want allow", res, err)
+	}
+	if err := g.stop(t); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+}
+
 func TestServeRefusesBadConfig(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -474,7 +498,7 @@ func TestBenchCommand(t *testing.T) {
 	if err := run(context.Background(), args, noEnv, &stdout, &stderr); err != nil {
 		t.Fatalf("bench: %v; stderr: %s", err, stderr.String())
 	}
-	for _, mode := range []string{"raw-ping", "raw-multi", "store", "http"} {
+	for _, mode := range benchModes {
 		found := false
 		for _, line := range scanLines(stdout.String()) {
 			if f := strings.Fields(line); len(f) > 1 && f[0] == mode {

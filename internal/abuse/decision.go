@@ -4,17 +4,19 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/guardhq/guard/sdk"
 )
 
-// Decision reasons.
+// Decision reasons: the wire's (sdk), defined there once.
 const (
-	ReasonOK               = "ok"
-	ReasonRateLimited      = "rate_limited"
-	ReasonLockedOut        = "locked_out"
-	ReasonDenylisted       = "denylisted"
-	ReasonAllowlisted      = "allowlisted"
-	ReasonShadow           = "shadow"
-	ReasonStoreUnavailable = "store_unavailable"
+	ReasonOK               = sdk.ReasonOK
+	ReasonRateLimited      = sdk.ReasonRateLimited
+	ReasonLockedOut        = sdk.ReasonLockedOut
+	ReasonDenylisted       = sdk.ReasonDenylisted
+	ReasonAllowlisted      = sdk.ReasonAllowlisted
+	ReasonShadow           = sdk.ReasonShadow
+	ReasonStoreUnavailable = sdk.ReasonStoreUnavailable
 )
 
 // Error codes of InputError.

@@ -102,16 +102,20 @@ type Config struct {
 	SessionSecret []byte
 }
 
-// ForwardAuthConfig says where forward-auth finds the subject.
+// ForwardAuthConfig says where forward-auth finds the subject and how it
+// answers. The yaml tags are the config file's forward_auth keys.
 type ForwardAuthConfig struct {
 	// UserHeader carries the user; default "X-Guard-User".
-	UserHeader string
+	UserHeader string `yaml:"user_header"`
 	// DeviceHeader carries the device; default "X-Guard-Device".
-	DeviceHeader string
-	// TrustedProxies are addresses or CIDRs (e.g. "10.0.0.0/8") of the
-	// proxies whose X-Forwarded-For and X-Real-IP are believed. None by
-	// default, loopback included.
-	TrustedProxies []string
+	DeviceHeader string `yaml:"device_header"`
+	// TrustedProxies are the networks of the proxies whose X-Forwarded-For
+	// and X-Real-IP are believed. None by default, loopback included.
+	TrustedProxies []netip.Prefix `yaml:"trusted_proxies"`
+	// AllowStatus is the status of an allowed attempt: 204 (default) or
+	// 200 (for Envoy ext_authz, which takes every other status for a
+	// denial).
+	AllowStatus int `yaml:"allow_status"`
 }
 
 // Deps are the API's collaborators.

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -30,10 +31,23 @@ func sha256Hex(s string) string {
 	return hex.EncodeToString(d[:])
 }
 
+// mustPrefixes parses addresses or CIDRs as the config file gives them.
+func mustPrefixes(ss ...string) []netip.Prefix {
+	out := make([]netip.Prefix, len(ss))
+	for i, s := range ss {
+		p, err := prefixOf(s)
+		if err != nil {
+			panic(err)
+		}
+		out[i] = p
+	}
+	return out
+}
+
 func testConfig() Config {
 	return Config{Keys: []Key{
 		{Name: "auth-service", Scopes: []string{ScopeCheck}, Key: keyCheck},
-		{Name: "secteam", Scopes: []string{ScopeAuditRead}, KeySHA256: sha256Hex(keyAudit)},
+		{Name: "secteam", Scopes: []string{ScopeAuditRead}, SHA256: sha256.Sum256([]byte(keyAudit))},
 		{Name: "ops", Scopes: []string{ScopeAdmin}, Key: keyAdmin},
 	}}
 }

@@ -27,12 +27,11 @@ func newForwardAuth(cfg ForwardAuthConfig) (forwardAuth, error) {
 	if f.deviceHeader == "" {
 		f.deviceHeader = "X-Guard-Device"
 	}
-	for _, s := range cfg.TrustedProxies {
-		p, err := prefixOf(strings.TrimSpace(s))
-		if err != nil {
-			return forwardAuth{}, fmt.Errorf("trusted_proxies: %w", err)
+	for _, p := range cfg.TrustedProxies {
+		if !p.IsValid() {
+			return forwardAuth{}, fmt.Errorf("trusted_proxies: invalid prefix %v", p)
 		}
-		f.trusted = append(f.trusted, p)
+		f.trusted = append(f.trusted, unmapPrefix(p.Masked()))
 	}
 	return f, nil
 }

@@ -49,7 +49,7 @@ func TestForwardAuthClientIP(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fa, err := newForwardAuth(ForwardAuthConfig{TrustedProxies: tt.trusted})
+			fa, err := newForwardAuth(ForwardAuthConfig{TrustedProxies: mustPrefixes(tt.trusted...)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,7 +93,7 @@ func TestForwardAuth(t *testing.T) {
 			Limits: []abuse.LimitState{{Rule: "login/ip", Limit: 2, Window: time.Minute, Remaining: 1, Reset: time.Minute}}}, nil
 	}}
 	cfg := testConfig()
-	cfg.ForwardAuth = ForwardAuthConfig{UserHeader: "X-Auth-User", TrustedProxies: []string{"192.0.2.0/24"}}
+	cfg.ForwardAuth = ForwardAuthConfig{UserHeader: "X-Auth-User", TrustedProxies: mustPrefixes("192.0.2.0/24")}
 	h := newTestHandler(t, cfg, Deps{Guard: guard})
 
 	tests := []struct {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -82,7 +83,7 @@ func newStack(t *testing.T, mods ...func(*abuse.Config)) *stack {
 			{Name: "auth-service", Scopes: []string{api.ScopeCheck}, Key: "k-check"},
 			{Name: "ops", Scopes: []string{api.ScopeAdmin}, Key: "k-admin"},
 		},
-		ForwardAuth: api.ForwardAuthConfig{TrustedProxies: []string{"192.0.2.1"}},
+		ForwardAuth: api.ForwardAuthConfig{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("192.0.2.1/32")}},
 	}, api.Deps{Guard: g, Audit: st, Cursors: audit.NewCursorCodec([]byte("cursor-secret")), Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)

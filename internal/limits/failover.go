@@ -98,7 +98,7 @@ func NewFailover(logger *slog.Logger, cfg FailoverConfig, primary Store, fallbac
 		cfg.AdminTimeout = 2 * time.Second
 	}
 	if cfg.Budget <= 0 {
-		cfg.Budget = 50 * time.Millisecond
+		cfg.Budget = DefaultBudget
 	}
 	if cfg.FailureThreshold <= 0 {
 		cfg.FailureThreshold = 3

@@ -13,6 +13,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// DefaultBudget bounds every call to Redis when FailoverConfig.Budget is
+// unset.
+const DefaultBudget = 50 * time.Millisecond
+
 // RedisConfig says how to reach Redis: one node by URL, or a Sentinel
 // group, or a Cluster. Exactly one of URL, Cluster and Sentinel is set.
 type RedisConfig struct {

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"crypto/sha256"
@@ -46,30 +46,30 @@ forward_auth: {user_header: X-Guard-User, device_header: X-Guard-Device,
                trusted_proxies: []}
 `
 
-func noEnv(string) string { return "" }
+var noEnv = Env{}
 
-func envMap(m map[string]string) func(string) string {
-	return func(k string) string { return m[k] }
+func envMap(m map[string]string) Env {
+	return ReadEnv(func(k string) string { return m[k] })
 }
 
 func TestParseConfigAPIExample(t *testing.T) {
-	cfg, err := parseConfig("guard.yaml", []byte(apiExample), noEnv)
+	cfg, err := Parse("guard.yaml", []byte(apiExample), noEnv)
 	if err != nil {
-		t.Fatalf("parseConfig: %v", err)
+		t.Fatalf("Parse: %v", err)
 	}
 	if got, want := cfg.Listen, "127.0.0.1:8080"; got != want {
 		t.Errorf("Listen = %q, want %q", got, want)
 	}
-	if got, want := cfg.Instance, "guard-1"; got != want {
+	if got, want := cfg.Instance(), "guard-1"; got != want {
 		t.Errorf("Instance = %q, want %q", got, want)
 	}
 	if !cfg.PolicyFromFile {
 		t.Errorf("PolicyFromFile = false, want true")
 	}
-	if got, want := len(cfg.Policy.Actions), 1; got != want {
+	if got, want := len(cfg.Guard.Policy.Actions), 1; got != want {
 		t.Fatalf("len(Actions) = %d, want %d (file actions replace the defaults)", got, want)
 	}
-	login := cfg.Policy.Actions["login"]
+	login := cfg.Guard.Policy.Actions["login"]
 	wantLimits := []abuse.Rule{
 		{Name: "login/ip", Dimension: "ip", Limit: 60, Window: time.Minute},
 		{Name: "login/user", Dimension: "user", Limit: 30, Window: 15 * time.Minute},
@@ -93,22 +93,22 @@ func TestParseConfigAPIExample(t *testing.T) {
 	if got, want := login.OnStoreFailure, abuse.OnFailureLocal; got != want {
 		t.Errorf("OnStoreFailure = %q, want %q", got, want)
 	}
-	if got, want := cfg.Policy.Allow.CIDRs, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}; len(got) != 1 || got[0] != want[0] {
+	if got, want := cfg.Guard.Policy.Allow.CIDRs, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}; len(got) != 1 || got[0] != want[0] {
 		t.Errorf("Allow.CIDRs = %v, want %v", got, want)
 	}
-	if got, want := len(cfg.APIKeys), 2; got != want {
+	if got, want := len(cfg.API.Keys), 2; got != want {
 		t.Fatalf("len(APIKeys) = %d, want %d", got, want)
 	}
-	if got, want := cfg.APIKeys[0].SHA256, sha256.Sum256([]byte("k-check-123")); got != want {
+	if got, want := cfg.API.Keys[0].SHA256, sha256.Sum256([]byte("k-check-123")); got != want {
 		t.Errorf("APIKeys[0].SHA256 = %x, want %x", got, want)
 	}
-	if got, want := cfg.APIKeys[1].SHA256, sha256.Sum256([]byte("123")); got != want {
+	if got, want := cfg.API.Keys[1].SHA256, sha256.Sum256([]byte("123")); got != want {
 		t.Errorf("APIKeys[1].SHA256 = %x, want sha256(123) %x", got, want)
 	}
-	if got, want := cfg.Audit.SpoolDir, "/var/lib/guard/spool"; got != want {
+	if got, want := cfg.Writer.SpoolDir, "/var/lib/guard/spool"; got != want {
 		t.Errorf("SpoolDir = %q, want %q", got, want)
 	}
-	if got, want := cfg.Audit.FlushInterval, 200*time.Millisecond; got != want {
+	if got, want := cfg.Writer.FlushInterval, 200*time.Millisecond; got != want {
 		t.Errorf("FlushInterval = %v, want %v", got, want)
 	}
 	if got, want := cfg.Store.Budget, 50*time.Millisecond; got != want {
@@ -129,12 +129,12 @@ func rulesEqual(a, b []abuse.Rule) bool {
 }
 
 func TestParseConfigDefaults(t *testing.T) {
-	cfg, err := parseConfig("", nil, noEnv)
+	cfg, err := Parse("", nil, noEnv)
 	if err != nil {
-		t.Fatalf("parseConfig: %v", err)
+		t.Fatalf("Parse: %v", err)
 	}
 	def := abuse.DefaultPolicy()
-	if got, want := len(cfg.Policy.Actions), len(def.Actions); got != want {
+	if got, want := len(cfg.Guard.Policy.Actions), len(def.Actions); got != want {
 		t.Errorf("len(Actions) = %d, want the default policy's %d", got, want)
 	}
 	if cfg.PolicyFromFile {
@@ -146,43 +146,44 @@ func TestParseConfigDefaults(t *testing.T) {
 		want any
 	}{
 		{"listen", cfg.Listen, "127.0.0.1:8080"},
-		{"key prefix", cfg.KeyPrefix, "guard:v2:"},
-		{"ipv6 prefix", cfg.IPv6Prefix, 64},
-		{"trust ttl", cfg.TrustTTL, 720 * time.Hour},
+		{"key prefix", cfg.Guard.KeyPrefix, abuse.DefaultKeyPrefix},
+		{"ipv6 prefix", cfg.Guard.IPv6Prefix, 64},
+		{"trust ttl", cfg.Guard.TrustTTL, 720 * time.Hour},
 		{"budget", cfg.Store.Budget, 50 * time.Millisecond},
-		{"fleet size", cfg.Store.FleetSize, 1},
-		{"alert timeout", cfg.Alerts.Timeout, 2 * time.Second},
-		{"retention", cfg.Audit.Retention, 2160 * time.Hour},
-		{"batch size", cfg.Audit.BatchSize, 1000},
-		{"flush interval", cfg.Audit.FlushInterval, 200 * time.Millisecond},
-		{"user header", cfg.ForwardAuth.UserHeader, "X-Guard-User"},
-		{"device header", cfg.ForwardAuth.DeviceHeader, "X-Guard-Device"},
-		{"redis url", cfg.RedisURL, ""},
+		{"allow status", cfg.API.ForwardAuth.AllowStatus, 204},
+		// Zero: the package's own default (limits, alert, audit, api).
+		{"fleet size", cfg.Store.FleetSize, 0},
+		{"alert timeout", cfg.Alerts.Timeout, time.Duration(0)},
+		{"retention", cfg.Postgres.Retention, time.Duration(0)},
+		{"batch size", cfg.Writer.BatchSize, 0},
+		{"flush interval", cfg.Writer.FlushInterval, time.Duration(0)},
+		{"user header", cfg.API.ForwardAuth.UserHeader, ""},
+		{"redis", cfg.Redis.Enabled(), false},
 		{"database url", cfg.DatabaseURL, ""},
-		{"key secret", cfg.KeySecret, ""},
+		{"key secret", cfg.KeySecret(), ""},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {
 			t.Errorf("%s = %v, want %v", tt.name, tt.got, tt.want)
 		}
 	}
-	if cfg.Instance == "" {
+	if cfg.Instance() == "" {
 		t.Errorf("Instance is empty, want the host name")
 	}
-	if cfg.Audit.SpoolDir == "" {
+	if cfg.Writer.SpoolDir == "" {
 		t.Errorf("SpoolDir is empty, want a default")
 	}
 }
 
 func TestParseConfigListsKeepDefaultPolicy(t *testing.T) {
-	cfg, err := parseConfig("g.yaml", []byte("lists:\n  deny: {users: [mallory@example.com]}\n"), noEnv)
+	cfg, err := Parse("g.yaml", []byte("lists:\n  deny: {users: [mallory@example.com]}\n"), noEnv)
 	if err != nil {
-		t.Fatalf("parseConfig: %v", err)
+		t.Fatalf("Parse: %v", err)
 	}
-	if got, want := len(cfg.Policy.Actions), len(abuse.DefaultPolicy().Actions); got != want {
+	if got, want := len(cfg.Guard.Policy.Actions), len(abuse.DefaultPolicy().Actions); got != want {
 		t.Errorf("len(Actions) = %d, want %d", got, want)
 	}
-	if got := cfg.Policy.Deny.Users; len(got) != 1 {
+	if got := cfg.Guard.Policy.Deny.Users; len(got) != 1 {
 		t.Errorf("Deny.Users = %v, want one user", got)
 	}
 }
@@ -198,18 +199,18 @@ func TestParseConfigEnvOverrides(t *testing.T) {
 		"GUARD_INSTANCE":     "node-7",
 		"GUARD_SPOOL_DIR":    "/data/spool",
 	})
-	cfg, err := parseConfig("g.yaml", []byte(file), env)
+	cfg, err := Parse("g.yaml", []byte(file), env)
 	if err != nil {
-		t.Fatalf("parseConfig: %v", err)
+		t.Fatalf("Parse: %v", err)
 	}
 	tests := []struct{ name, got, want string }{
 		{"listen", cfg.Listen, "0.0.0.0:8081"},
-		{"redis", cfg.RedisURL, "redis://env:6379/1"},
+		{"redis", cfg.Redis.URL, "redis://env:6379/1"},
 		{"database", cfg.DatabaseURL, "postgres://u@db:5432/guard"},
-		{"secret", cfg.KeySecret, "from-env-0123456789"},
-		{"prefix", cfg.KeyPrefix, "test:abc:"},
-		{"instance", cfg.Instance, "node-7"},
-		{"spool dir", cfg.Audit.SpoolDir, "/data/spool"},
+		{"secret", cfg.KeySecret(), "from-env-0123456789"},
+		{"prefix", cfg.Guard.KeyPrefix, "test:abc:"},
+		{"instance", cfg.Instance(), "node-7"},
+		{"spool dir", cfg.Writer.SpoolDir, "/data/spool"},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {
@@ -223,15 +224,15 @@ func TestLoadConfigFromEnvFile(t *testing.T) {
 	if err := os.WriteFile(path, []byte("listen: 127.0.0.1:0\nactions:\n  login:\n    limits: [{dimension: ip, limit: 1, window: 1s}]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := loadConfig("", envMap(map[string]string{"GUARD_CONFIG": path}))
+	cfg, err := Load("", envMap(map[string]string{"GUARD_CONFIG": path}))
 	if err != nil {
-		t.Fatalf("loadConfig: %v", err)
+		t.Fatalf("Load: %v", err)
 	}
 	if got, want := cfg.File, path; got != want {
 		t.Errorf("File = %q, want %q", got, want)
 	}
-	if _, err := loadConfig(filepath.Join(t.TempDir(), "missing.yaml"), noEnv); err == nil {
-		t.Errorf("loadConfig(missing file) = nil error, want one")
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml"), noEnv); err == nil {
+		t.Errorf("Load(missing file) = nil error, want one")
 	}
 }
 
@@ -319,9 +320,9 @@ func TestParseConfigRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := parseConfig("guard.yaml", []byte(tt.yaml), noEnv)
+			_, err := Parse("guard.yaml", []byte(tt.yaml), noEnv)
 			if err == nil {
-				t.Fatalf("parseConfig(%q) = nil error, want line %d: %s", tt.yaml, tt.line, tt.want)
+				t.Fatalf("Parse(%q) = nil error, want line %d: %s", tt.yaml, tt.line, tt.want)
 			}
 			prefix := "guard.yaml:" + strconv.Itoa(tt.line) + ": "
 			var found bool
@@ -338,7 +339,7 @@ func TestParseConfigRejects(t *testing.T) {
 }
 
 func TestParseConfigReportsEveryProblem(t *testing.T) {
-	_, err := parseConfig("g.yaml", []byte("listen: nope\nip: {ipv6_prefix: 0}\nstore: {fleet_size: -1}\n"), noEnv)
+	_, err := Parse("g.yaml", []byte("listen: nope\nip: {ipv6_prefix: 0}\nstore: {fleet_size: -1}\n"), noEnv)
 	if err == nil {
 		t.Fatal("parseConfig = nil error, want three problems")
 	}
@@ -358,7 +359,7 @@ func TestParseConfigEnvRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := parseConfig("", nil, envMap(map[string]string{tt.key: tt.value}))
+			_, err := Parse("", nil, envMap(map[string]string{tt.key: tt.value}))
 			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
 				t.Errorf("error = %v, want one starting %q", err, tt.want)
 			}
@@ -367,7 +368,7 @@ func TestParseConfigEnvRejects(t *testing.T) {
 }
 
 func TestParseConfigURLErrorsHidePasswords(t *testing.T) {
-	_, err := parseConfig("g.yaml", []byte("database_url: mysql://u:s3cret@x/db\n"), noEnv)
+	_, err := Parse("g.yaml", []byte("database_url: mysql://u:s3cret@x/db\n"), noEnv)
 	if err == nil {
 		t.Fatal("parseConfig = nil error, want one")
 	}
@@ -384,11 +385,11 @@ func TestParseConfigAnchors(t *testing.T) {
   otp_send:
     limits: *lim
 `
-	cfg, err := parseConfig("g.yaml", []byte(y), noEnv)
+	cfg, err := Parse("g.yaml", []byte(y), noEnv)
 	if err != nil {
-		t.Fatalf("parseConfig: %v", err)
+		t.Fatalf("Parse: %v", err)
 	}
-	if got, want := cfg.Policy.Actions["otp_send"].Limits[0].Name, "otp_send/ip"; got != want {
+	if got, want := cfg.Guard.Policy.Actions["otp_send"].Limits[0].Name, "otp_send/ip"; got != want {
 		t.Errorf("aliased rule name = %q, want %q", got, want)
 	}
 }
@@ -408,5 +409,35 @@ func TestParsePrefix(t *testing.T) {
 		if err != nil || got.String() != tt.want {
 			t.Errorf("parsePrefix(%q) = %v, %v; want %s", tt.in, got, err, tt.want)
 		}
+	}
+}
+
+// TestShippedConfigsParse keeps the config files shipped in the repository
+// valid (scripts/dev.yaml, mounted by docker-compose.yml).
+func TestShippedConfigsParse(t *testing.T) {
+	for _, path := range []string{"../../scripts/dev.yaml"} {
+		if _, err := Load(path, noEnv); err != nil {
+			t.Errorf("%s: %v", path, err)
+		}
+	}
+}
+
+// TestDocumentedExampleParses keeps the complete example of
+// docs/configuration.md (its first yaml block) a valid config.
+func TestDocumentedExampleParses(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```yaml\n")
+	example, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/configuration.md has no yaml block")
+	}
+	// The example's placeholders are not valid values.
+	example = strings.NewReplacer(`"<openssl rand -hex 32>"`, "s-0123456789abcdef",
+		`"<hex sha-256 of the key>"`, `"`+strings.Repeat("ab", 32)+`"`).Replace(example)
+	if _, err := Parse("configuration.md", []byte(example), noEnv); err != nil {
+		t.Errorf("the documented example does not parse:\n%v", err)
 	}
 }
