@@ -58,3 +58,12 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+require github.com/guardhq/guard/sdk v0.0.0-00010101000000-000000000000
+
+// The Go SDK is its own module (sdk/go.mod, standard library only) so
+// that importing it does not put the server's dependencies into a
+// caller's module graph; the server builds against the copy in this
+// repository. docs/architecture.md ("Modules") says why a replace
+// directive and not go.work.
+replace github.com/guardhq/guard/sdk => ./sdk

@@ -163,7 +163,7 @@ func benchOp(ctx context.Context, a *app, f benchFlags, mode string) (bench.Op, 
 		srv := &http.Server{Handler: a.handler, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
 		transport := &http.Transport{MaxIdleConns: f.concurrency * 2, MaxIdleConnsPerHost: f.concurrency * 2}
-		client := sdk.New("http://"+ln.Addr().String(), benchKey, sdk.WithHTTPClient(&http.Client{Transport: transport, Timeout: 10 * time.Second}))
+		client := sdk.New("http://"+ln.Addr().String(), benchKey, sdk.WithHTTPClient(&http.Client{Transport: transport, Timeout: 10 * time.Second}), sdk.WithTimeout(10*time.Second))
 		closeFn = func() {
 			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()

@@ -127,7 +127,7 @@ func writeError(c *gin.Context, err error) {
 		c.Header("WWW-Authenticate", `Bearer realm="guard"`)
 	}
 	c.Header("Cache-Control", "no-store")
-	c.AbortWithStatusJSON(e.Status, sdk.ErrorBody{Error: sdk.ErrorDetail{
+	c.AbortWithStatusJSON(e.Status, errorBody{Error: errorDetail{
 		Code: e.Code, Message: e.Message, Field: e.Field,
 	}})
 }

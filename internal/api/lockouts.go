@@ -36,7 +36,7 @@ func (s *server) handleLockouts(c *gin.Context) {
 	if page.Next != "" {
 		out.NextCursor = &page.Next
 	}
-	c.JSON(http.StatusOK, out)
+	c.JSON(http.StatusOK, encodeLockouts(out))
 }
 
 // lockRequest is the body of POST /v1/lockouts (v1.1 manual lockouts).
@@ -62,7 +62,7 @@ func (s *server) handleLock(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	c.JSON(http.StatusCreated, sdk.LockoutsResponse{Lockouts: wireLockouts(list)})
+	c.JSON(http.StatusCreated, encodeLockouts(sdk.LockoutsResponse{Lockouts: wireLockouts(list)}))
 }
 
 // lock validates a manual lockout request and sets it.
