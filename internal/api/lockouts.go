@@ -62,7 +62,10 @@ func (s *server) handleLock(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	c.JSON(http.StatusCreated, encodeLockouts(sdk.LockoutsResponse{Lockouts: wireLockouts(list)}))
+	// The answer is the set lockouts, not a listing: no next_cursor.
+	c.JSON(http.StatusCreated, struct {
+		Lockouts []lockoutEntryJSON `json:"lockouts"`
+	}{encodeLockouts(sdk.LockoutsResponse{Lockouts: wireLockouts(list)}).Lockouts})
 }
 
 // lock validates a manual lockout request and sets it.

@@ -308,6 +308,9 @@ func TestManualLockoutAPI(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &got); err != nil || resp.StatusCode != 201 || len(got.Lockouts) != 2 {
 		t.Fatalf("manual lock: %d %s; want 201 with one entry per ledger", resp.StatusCode, body)
 	}
+	if strings.Contains(body, "next_cursor") {
+		t.Errorf("manual lock answer %s: a listing's next_cursor in it", body)
+	}
 	for _, l := range got.Lockouts {
 		if l.Dimension != "ip" || l.IP != "203.0.113.9" || l.Level != 0 || l.Since == "" || l.Until == "" {
 			t.Errorf("entry %+v", l)
