@@ -27,6 +27,7 @@ GUARD_SCRIPT=test.sh
 ensure_go
 ensure_redis
 ensure_postgres
+ensure_chromium
 
 log "go test -race -count=1 ./... $*"
 status=0

@@ -74,7 +74,11 @@ func newApp(ctx context.Context, logger *slog.Logger, cfg *config.Config, opts a
 	if err != nil {
 		return a, fmt.Errorf("build guard: %w", err)
 	}
-	a.handler, err = api.New(logger, cfg.API, api.Deps{
+	// Review sessions must verify on every instance: the secret derives
+	// from the key secret, as the audit cursors' does.
+	apiCfg := cfg.API
+	apiCfg.SessionSecret = derive(cfg.Guard.KeySecret, "ui-session")
+	a.handler, err = api.New(logger, apiCfg, api.Deps{
 		Guard:           a.guard,
 		Audit:           a.audit,
 		Cursors:         audit.NewCursorCodec(derive(cfg.Guard.KeySecret, "audit-cursor")),

@@ -121,6 +121,9 @@ func (f *fakeStore) Unlock(context.Context, *limits.UnlockRequest) (bool, error)
 func (f *fakeStore) Lockouts(context.Context, *limits.LockQuery) (limits.LockPage, error) {
 	return limits.LockPage{}, nil
 }
+func (f *fakeStore) Lock(context.Context, *limits.LockRequest) ([]limits.LockState, error) {
+	return nil, nil
+}
 func (f *fakeStore) Ping(context.Context) error { return nil }
 func (f *fakeStore) Close() error               { return nil }
 
@@ -192,10 +195,16 @@ func TestCheckRequestShape(t *testing.T) {
 	}
 	mustCheck(t, g, CheckInput{Action: "login", Subject: subj("alice", "203.0.113.7", "dev")})
 	// login's ledger auth has failure rules on user+ip and user: both
-	// locks, the user one sparing trusted devices.
-	if len(got.Locks) != 2 || !strings.HasSuffix(got.Locks[0].Key, "}k:auth:user") || !got.Locks[0].SpareIfTrusted ||
+	// locks, the user one sparing trusted devices; then the manual lockout
+	// records of every dimension present, sparing nothing.
+	if len(got.Locks) != 7 || !strings.HasSuffix(got.Locks[0].Key, "}k:auth:user") || !got.Locks[0].SpareIfTrusted ||
 		!strings.Contains(got.Locks[1].Key, "}k:auth:user+ip:") || got.Locks[1].SpareIfTrusted {
 		t.Errorf("locks = %+v; want auth user (spare if trusted) and auth user+ip", got.Locks)
+	}
+	for i, d := range Dimensions {
+		if l := got.Locks[min(2+i, len(got.Locks)-1)]; !strings.Contains(l.Key, "}k:auth:"+d+"!m") || l.SpareIfTrusted {
+			t.Errorf("lock %d = %+v; want the manual %s record, sparing nothing", 2+i, l, d)
+		}
 	}
 	if !strings.HasPrefix(got.TrustKey, "p:{") || !strings.Contains(got.TrustKey, "}t:") || got.DenialFailures != nil || got.Cost != 1 {
 		t.Errorf("trust %q denial failures %v cost %d; want a trust key, nil, 1", got.TrustKey, got.DenialFailures, got.Cost)

@@ -81,3 +81,7 @@ func (g *Guard) AuditDevice(raw string) (string, error) {
 	id := identity{device: d, hasDevice: true}
 	return g.keys.hash(&id, dimDevice), nil
 }
+
+// Pseudonymized reports whether audit events hold keyed hashes of the
+// identifiers (audit.pseudonymize) rather than the identifiers.
+func (g *Guard) Pseudonymized() bool { return g.cfg.Pseudonymize }

@@ -43,6 +43,12 @@ type compiledLedger struct {
 	lockDims []dimIndex
 	// lockKind per dimension: "k:<ledger>:<dim>" (see keyer.key).
 	lockKind [numDims]string
+	// manualKind per dimension: "k:<ledger>:<dim>!m", the manual lockout
+	// records; checks consult them for every dimension.
+	manualKind [numDims]string
+	// hasLadder is set when an action of the ledger has a lockout ladder:
+	// a manual lockout without a ledger applies to these.
+	hasLadder bool
 	// failures are every failure rule of every action of the ledger (the
 	// logs an unlock or a success may clear).
 	failures []compiledRule
@@ -81,8 +87,12 @@ func (g *Guard) compile() {
 			led = &compiledLedger{name: a.Lockout.Ledger}
 			for d := range numDims {
 				led.lockKind[d] = lockKind(led.name, d)
+				led.manualKind[d] = manualKind(led.name, d)
 			}
 			g.ledgers[led.name] = led
+		}
+		if len(a.Lockout.Ladder) > 0 {
+			led.hasLadder = true
 		}
 		ca := &compiledAction{
 			name:      name,
@@ -166,15 +176,19 @@ func (c *compiledList) matches(id *identity) bool {
 }
 
 // lockRefs are the lock records of the action's ledger that the request's
-// identifiers name; the user-level lock spares trusted devices.
+// identifiers name: the struck records of the ledger's lock dimensions (the
+// user-level one spares trusted devices) and the manual lockout records of
+// every dimension present (an administrator's lock spares nothing).
 func (g *Guard) lockRefs(led *compiledLedger, id *identity) []limits.LockRef {
-	if len(led.lockDims) == 0 {
-		return nil
-	}
-	refs := make([]limits.LockRef, 0, len(led.lockDims))
+	refs := make([]limits.LockRef, 0, len(led.lockDims)+int(numDims))
 	for _, d := range led.lockDims {
 		if id.has(d) {
 			refs = append(refs, limits.LockRef{Key: g.keys.key(led.lockKind[d], id, d), SpareIfTrusted: d == dimUser})
+		}
+	}
+	for d := range numDims {
+		if id.has(d) {
+			refs = append(refs, limits.LockRef{Key: g.keys.key(led.manualKind[d], id, d)})
 		}
 	}
 	return refs

@@ -148,6 +148,22 @@ type ActiveLockout struct {
 	Level     int
 	Since     time.Time
 	Until     time.Time
+	// Manual is set for an administrator's manual lockout (POST
+	// /v1/lockouts); a key may also have a struck one, listed apart.
+	Manual bool
+}
+
+// LockInput is one POST /v1/lockouts request: a manual lockout.
+type LockInput struct {
+	Dimension string
+	Subject   Subject
+	// Ledger limits the lock to one ledger; "" means every ledger of an
+	// action with a lockout ladder.
+	Ledger string
+	// Duration is 1s to 30 days.
+	Duration time.Duration
+	Reason   string
+	APIKey   string
 }
 
 // UnlockInput is one DELETE /v1/lockouts request.

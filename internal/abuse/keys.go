@@ -172,8 +172,13 @@ func (k *keyer) key(kind string, id *identity, d dimIndex) string {
 func logKind(rule string) string                { return "l:" + rule }
 func failKind(rule string) string               { return "f:" + rule }
 func lockKind(ledger string, d dimIndex) string { return "k:" + ledger + ":" + d.String() }
-func (k *keyer) indexKey(hash string) string    { return k.prefix + "{" + hash + "}x" }
-func (k *keyer) trustKey(id *identity) string   { return k.key("t", id, dimUserDevice) }
+
+// manualKind is lockKind with "!m": a manual lockout's record, beside (and
+// in the slot of) the struck record of the same key, and matched by the
+// same listing patterns.
+func manualKind(ledger string, d dimIndex) string { return lockKind(ledger, d) + "!m" }
+func (k *keyer) indexKey(hash string) string      { return k.prefix + "{" + hash + "}x" }
+func (k *keyer) trustKey(id *identity) string     { return k.key("t", id, dimUserDevice) }
 
 // lockPattern matches every lock record key of ledger and dimension ("" for
 // any), for listings without an identifier.

@@ -106,7 +106,8 @@ func (g *Guard) Lockouts(ctx context.Context, f LockoutFilter) (LockoutPage, err
 	var unresolved map[string]int // lock key -> index in out
 	for _, st := range page.Locks {
 		p, _ := parseLockInfo(st.Info)
-		al := ActiveLockout{Ledger: p.ledger, Dimension: p.dim.String(), Level: st.Level, Since: st.Since, Until: st.Until}
+		al := ActiveLockout{Ledger: p.ledger, Dimension: p.dim.String(), Level: st.Level, Since: st.Since, Until: st.Until,
+			Manual: g.isManualKey(st.Key)}
 		if n, ok := g.strikes.get(st.Key); ok {
 			n.fill(&al, p.dim)
 		} else {
@@ -141,22 +142,28 @@ func (g *Guard) resolveFromAudit(ctx context.Context, unresolved map[string]int,
 			return
 		}
 		for _, e := range page.Events {
-			a := g.actions[e.Action]
-			if a == nil {
-				continue
-			}
 			id, ok := eventIdentity(e, g.cfg.IPv6Prefix)
 			if !ok {
 				continue
 			}
-			for _, d := range a.ledger.lockDims {
-				if !id.has(d) {
-					continue
+			if e.Kind == audit.KindAdmin && e.Action == ActionLock {
+				// A manual lockout names the key of every ledger.
+				for _, name := range g.names {
+					for d := range numDims {
+						if id.has(d) {
+							g.resolveKey(g.keys.key(g.ledgers[name].manualKind[d], &id, d), &id, d, unresolved, out)
+						}
+					}
 				}
-				key := g.keys.key(a.ledger.lockKind[d], &id, d)
-				if i, ok := unresolved[key]; ok {
-					namesOf(&id).fill(&out[i], d)
-					delete(unresolved, key)
+				continue
+			}
+			a := g.actions[e.Action]
+			if a == nil {
+				continue
+			}
+			for _, d := range a.ledger.lockDims {
+				if id.has(d) {
+					g.resolveKey(g.keys.key(a.ledger.lockKind[d], &id, d), &id, d, unresolved, out)
 				}
 			}
 			if len(unresolved) == 0 {
@@ -167,6 +174,14 @@ func (g *Guard) resolveFromAudit(ctx context.Context, unresolved map[string]int,
 			return
 		}
 		flt.Cursor = page.Next
+	}
+}
+
+// resolveKey names the entry of the lock record key, if unresolved, from id.
+func (g *Guard) resolveKey(key string, id *identity, d dimIndex, unresolved map[string]int, out []ActiveLockout) {
+	if i, ok := unresolved[key]; ok {
+		namesOf(id).fill(&out[i], d)
+		delete(unresolved, key)
 	}
 }
 
@@ -248,7 +263,7 @@ func (g *Guard) Unlock(ctx context.Context, in UnlockInput) error {
 	var req limits.UnlockRequest
 	for _, name := range ledgers {
 		led := g.ledgers[name]
-		req.Locks = append(req.Locks, g.keys.key(led.lockKind[d], &id, d))
+		req.Locks = append(req.Locks, g.keys.key(led.lockKind[d], &id, d), g.keys.key(led.manualKind[d], &id, d))
 		for _, r := range led.failures {
 			if r.dim == d {
 				req.Failures = append(req.Failures, g.keys.key(r.kind, &id, r.dim))
@@ -267,7 +282,7 @@ func (g *Guard) Unlock(ctx context.Context, in UnlockInput) error {
 		ID:       newID(now),
 		At:       now,
 		Kind:     audit.KindAdmin,
-		Action:   "unlock",
+		Action:   ActionUnlock,
 		APIKey:   in.APIKey,
 		Instance: g.cfg.Instance,
 		Note:     in.Reason,

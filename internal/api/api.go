@@ -29,6 +29,8 @@ type Guard interface {
 	Report(ctx context.Context, in abuse.ReportInput) (abuse.ReportOutcome, error)
 	// Lockouts lists a page of active lockouts.
 	Lockouts(ctx context.Context, f abuse.LockoutFilter) (abuse.LockoutPage, error)
+	// Lock sets a manual lockout, one entry per ledger.
+	Lock(ctx context.Context, in abuse.LockInput) ([]abuse.ActiveLockout, error)
 	// Unlock lifts lockouts; abuse.ErrNotFound when nothing was locked.
 	Unlock(ctx context.Context, in abuse.UnlockInput) error
 	// Policy is the effective policy.
@@ -93,6 +95,11 @@ type Config struct {
 	Keys []Key
 	// ForwardAuth configures GET /v1/forward-auth.
 	ForwardAuth ForwardAuthConfig
+	// SessionSecret signs review page session cookies and CSRF tokens.
+	// Every instance behind one load balancer needs the same one (derive
+	// it from key_secret); empty means a random secret per process, so a
+	// session is only valid on the instance that started it.
+	SessionSecret []byte
 }
 
 // ForwardAuthConfig says where forward-auth finds the subject and how it
@@ -145,6 +152,10 @@ type server struct {
 	now     func() time.Time
 	observe func(action, decision, reason string, degraded bool, d time.Duration)
 	ui      *uiTemplates
+	sess    *sessions
+	// exact is set when audit events hold keyed hashes (pseudonymize):
+	// review links then match identifiers as stored.
+	exact bool
 }
 
 // New returns Guard's HTTP handler. It validates cfg (key names, key
@@ -187,11 +198,14 @@ func New(logger *slog.Logger, cfg Config, deps Deps) (http.Handler, error) {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
-	ui, err := parseUITemplates()
+	ps, _ := deps.Guard.(interface{ Pseudonymized() bool })
+	exact := ps != nil && ps.Pseudonymized()
+	ui, err := parseUITemplates(exact)
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	s := &server{log: logger, keys: keys, fwd: fwd, deps: deps, now: deps.Now, ui: ui,
+	s := &server{log: logger, keys: keys, fwd: fwd, deps: deps, now: deps.Now, ui: ui, exact: exact,
+		sess:    newSessions(cfg.SessionSecret, deps.Now),
 		observe: func(string, string, string, bool, time.Duration) {}}
 	if deps.Observer != nil {
 		s.observe = deps.Observer.ObserveDecision

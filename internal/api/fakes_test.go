@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -58,6 +59,7 @@ type fakeGuard struct {
 	report   func(context.Context, abuse.ReportInput) (abuse.ReportOutcome, error)
 	lockouts func(context.Context, abuse.LockoutFilter) (abuse.LockoutPage, error)
 	unlock   func(context.Context, abuse.UnlockInput) error
+	lock     func(context.Context, abuse.LockInput) ([]abuse.ActiveLockout, error)
 	policy   abuse.Policy
 }
 
@@ -80,6 +82,13 @@ func (g *fakeGuard) Lockouts(ctx context.Context, f abuse.LockoutFilter) (abuse.
 		return abuse.LockoutPage{}, nil
 	}
 	return g.lockouts(ctx, f)
+}
+
+func (g *fakeGuard) Lock(ctx context.Context, in abuse.LockInput) ([]abuse.ActiveLockout, error) {
+	if g.lock == nil {
+		return nil, errors.New("fakeGuard: no lock")
+	}
+	return g.lock(ctx, in)
 }
 
 func (g *fakeGuard) Unlock(ctx context.Context, in abuse.UnlockInput) error {

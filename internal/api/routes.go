@@ -16,7 +16,6 @@ func (s *server) routes() *gin.Engine {
 	check := requireScope(s.keys, ScopeCheck)
 	auditRead := requireScope(s.keys, ScopeAuditRead)
 	admin := requireScope(s.keys, ScopeAdmin)
-	review := requireBrowserScope(s.keys, ScopeAuditRead)
 
 	// Decisions (scope check).
 	e.POST("/v1/check", check, s.handleCheck)
@@ -25,19 +24,31 @@ func (s *server) routes() *gin.Engine {
 
 	// Administration (scope admin).
 	e.GET("/v1/lockouts", admin, s.handleLockouts)
+	e.POST("/v1/lockouts", admin, s.handleLock)
 	e.DELETE("/v1/lockouts", admin, s.handleUnlock)
 	e.GET("/v1/policy", admin, s.handlePolicy)
 
 	// Audit trail (scope audit:read): JSON pages, NDJSON/CSV export by Accept.
 	e.GET("/v1/audit", auditRead, s.handleAudit)
 
-	// Review pages (scope audit:read), server-rendered HTML; a browser may
-	// also log in with HTTP Basic, the key as the password.
-	e.GET("/ui", review, redirect("/ui/events"))
-	e.GET("/ui/", review, redirect("/ui/events"))
+	// Review pages (scope audit:read to see, admin to act): server-rendered
+	// HTML without script. A browser signs in with a key (session cookie);
+	// scripts may send the key as Bearer or as the HTTP Basic password.
+	review := s.requireUI(ScopeAuditRead)
+	act := s.requireUI(ScopeAdmin)
+	e.GET("/ui/static/guard.css", handleUICSS)
+	e.GET("/ui/login", s.handleUILoginForm)
+	e.POST("/ui/login", s.handleUILogin)
+	e.POST("/ui/logout", s.handleUILogout)
+	e.GET("/ui", redirect("/ui/"))
+	e.GET("/ui/", review, s.handleUIOverview)
 	e.GET("/ui/events", review, s.handleUIEvents)
 	e.GET("/ui/events/:id", review, s.handleUIEvent)
+	e.GET("/ui/export", review, s.handleUIExport)
 	e.GET("/ui/lockouts", review, s.handleUILockouts)
+	e.POST("/ui/lockouts/unlock", act, s.handleUIUnlock)
+	e.POST("/ui/lockouts/unlock-many", act, s.handleUIUnlockMany)
+	e.POST("/ui/lockouts/lock", act, s.handleUILock)
 
 	// Operations (no key).
 	e.GET("/healthz", s.handleHealthz)

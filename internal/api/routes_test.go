@@ -117,7 +117,7 @@ func TestUnknownRoutesAndMethods(t *testing.T) {
 		{"GET", "/v1/check", 405, "method_not_allowed", "POST"},
 		{"PUT", "/v1/report", 405, "method_not_allowed", "POST"},
 		{"POST", "/v1/audit", 405, "method_not_allowed", "GET"},
-		{"PATCH", "/v1/lockouts", 405, "method_not_allowed", "GET, DELETE"},
+		{"PATCH", "/v1/lockouts", 405, "method_not_allowed", "POST, GET, DELETE"},
 		{"POST", "/healthz", 405, "method_not_allowed", "GET"},
 	}
 	for _, tt := range tests {

@@ -39,7 +39,7 @@ func TestUIEvents(t *testing.T) {
 	t.Run("next page link keeps the filters", func(t *testing.T) {
 		w := call(h, "GET", "/ui/events?kind=check&limit=2", keyAudit, "")
 		body := w.Body.String()
-		m := regexp.MustCompile(`href="(/ui/events\?[^"]+)">Next page`).FindStringSubmatch(body)
+		m := regexp.MustCompile(`href="(/ui/events\?[^"]+)" class="next"`).FindStringSubmatch(body)
 		if m == nil {
 			t.Fatalf("no next-page link in %s", body)
 		}
@@ -98,10 +98,14 @@ func TestUIEvents(t *testing.T) {
 			t.Errorf("lockouts page = %d:\n%s", w.Code, body)
 		}
 	})
-	t.Run("ui root redirects", func(t *testing.T) {
-		w := call(h, "GET", "/ui/", keyAudit, "")
-		if w.Code != 302 || w.Header().Get("Location") != "/ui/events" {
-			t.Errorf("GET /ui/ = %d %q", w.Code, w.Header().Get("Location"))
+	t.Run("ui root is the overview", func(t *testing.T) {
+		w := call(h, "GET", "/ui", keyAudit, "")
+		if w.Code != 302 || w.Header().Get("Location") != "/ui/" {
+			t.Errorf("GET /ui = %d %q", w.Code, w.Header().Get("Location"))
+		}
+		w = call(h, "GET", "/ui/", keyAudit, "")
+		if w.Code != 200 || !strings.Contains(w.Body.String(), "<h1>Overview</h1>") {
+			t.Errorf("GET /ui/ = %d:\n%s", w.Code, w.Body)
 		}
 	})
 }

@@ -24,6 +24,9 @@ type storeHarness struct {
 	// FakeClock is true when Advance is exact (memory store with an
 	// injected clock): millisecond-exact edge cases run only then.
 	FakeClock bool
+	// LockUnavailable is true when Lock must fail with ErrUnavailable (a
+	// failover store whose primary is down never locks from its fallback).
+	LockUnavailable bool
 	// SlotTags gives keys Redis Cluster hash tags as the store's contract
 	// asks (a failure log, its lock and the trust records that spare
 	// locks share a slot: the test's own), while each log keeps a slot of
@@ -70,6 +73,7 @@ func runConformance(t *testing.T, h storeHarness) {
 		{"ConcurrentStrikes", false, confConcurrentStrikes},
 		{"RejectsInvalid", false, confRejectsInvalid},
 	}
+	cases = append(cases, confManualCases()...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.fakeClock && !h.FakeClock {

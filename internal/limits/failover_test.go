@@ -17,6 +17,7 @@ type foStore struct {
 	report   func(ctx context.Context, req *ReportRequest) (ReportResult, error)
 	unlock   func(ctx context.Context, req *UnlockRequest) (bool, error)
 	lockouts func(ctx context.Context) ([]LockState, error)
+	lock     func(ctx context.Context, req *LockRequest) ([]LockState, error)
 	ping     func(ctx context.Context) error
 
 	calls  atomic.Int64
@@ -56,6 +57,14 @@ func (s *foStore) Lockouts(ctx context.Context, q *LockQuery) (LockPage, error) 
 	return LockPage{Locks: locks}, err
 }
 
+func (s *foStore) Lock(ctx context.Context, req *LockRequest) ([]LockState, error) {
+	s.calls.Add(1)
+	if s.lock == nil {
+		return nil, nil
+	}
+	return s.lock(ctx, req)
+}
+
 func (s *foStore) Ping(ctx context.Context) error {
 	if s.ping == nil {
 		return nil
@@ -79,6 +88,7 @@ func foFailing() *foStore {
 		},
 		unlock:   func(context.Context, *UnlockRequest) (bool, error) { return false, errFoDown },
 		lockouts: func(context.Context) ([]LockState, error) { return nil, errFoDown },
+		lock:     func(context.Context, *LockRequest) ([]LockState, error) { return nil, errFoDown },
 		ping:     func(context.Context) error { return errFoDown },
 	}
 }
@@ -715,8 +725,9 @@ func TestFailoverConformance(t *testing.T) {
 					// handles are the same store.
 					return f, f, "guard:test:" + t.Name() + ":"
 				},
-				Advance:   func(t *testing.T, d time.Duration) { clock.Advance(d) },
-				FakeClock: true,
+				Advance:         func(t *testing.T, d time.Duration) { clock.Advance(d) },
+				FakeClock:       true,
+				LockUnavailable: tc.primaryDown,
 			})
 		})
 	}

@@ -83,6 +83,10 @@ type Store interface {
 	// it its own timeout, never answers it from the fallback while the
 	// primary is up, and never counts it towards the breaker.
 	Lockouts(ctx context.Context, q *LockQuery) (LockPage, error)
+	// Lock sets manual lockouts (see LockRequest) and returns, per lock,
+	// its state with the level of its strike record and the later of the
+	// two ends. Manual lock records are listed by Lockouts like struck ones.
+	Lock(ctx context.Context, req *LockRequest) ([]LockState, error)
 	// Ping reports whether the backend answers.
 	Ping(ctx context.Context) error
 	// Close releases the backend's resources.
