@@ -30,6 +30,13 @@ type groups struct {
 }
 
 func (gs *groups) of(key string) *callGroup {
+	if !gs.s.cluster {
+		// One node: every key in the one script, no map needed.
+		if len(gs.list) == 0 {
+			gs.list = append(gs.list, &callGroup{})
+		}
+		return gs.list[0]
+	}
 	slot := gs.s.slot(key)
 	if g := gs.bySlt[slot]; g != nil {
 		return g
