@@ -190,9 +190,9 @@ func confWantRule(t *testing.T, what string, got, want RuleResult) {
 }
 
 // confSkew is how far the clocks that one answer draws on may stand
-// apart: 0 for one Redis or the memory store (exact), a few milliseconds on
-// Redis Cluster, where every slot's node reads its own TIME at its own
-// moment. Set by the cluster test only, which does not run in parallel.
+// apart: 0 for one Redis or the memory store (exact); on Redis Cluster
+// every slot's node reads its own TIME at its own moment, which on a loaded
+// machine can be tens of milliseconds apart (counts stay exact). Set by the cluster test only, which does not run in parallel.
 var confSkew time.Duration
 
 func confNear(got, want time.Duration) bool {

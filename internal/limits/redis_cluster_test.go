@@ -30,7 +30,7 @@ func newClusterTestStore(t *testing.T, addrs []string) *RedisStore {
 // rollback, concurrency cases included.
 func TestRedisClusterConformance(t *testing.T) {
 	addrs := testenv.PrivateRedisCluster(t)
-	confSkew = 5 * time.Millisecond
+	confSkew = 50 * time.Millisecond
 	t.Cleanup(func() { confSkew = 0 })
 	runConformance(t, storeHarness{
 		New: func(t *testing.T) (Store, Store, string) {
