@@ -141,6 +141,9 @@ actions:
       - {dimension: user, limit: 50, window: 24h}
     lockout: {ladder: [1m, 5m, 15m], decay: 24h, ledger: auth}
 audit: {spool_dir: $work/spool, flush_interval: 200ms, batch_size: 1000}
+# A budget far above any answer time, so every decision measured is one
+# Redis made (none from the fallback); the run prints how many were not.
+store: {budget: 1s}
 EOF
 GUARD_DATABASE_URL=$db "$work/guard" migrate up >/dev/null
 cat >"$work/check.lua" <<'EOF'
@@ -165,12 +168,16 @@ wait_for "Guard" curl -fs "http://127.0.0.1:$gport/readyz"
 wrk -t2 -c "$conns" -d2s -s "$work/check.lua" "http://127.0.0.1:$gport" >/dev/null
 sleep 1
 rcli config resetstat >/dev/null
+degraded() { curl -fs "http://127.0.0.1:$gport/metrics" | awk '/^guard_degraded_decisions_total/ {n += $NF} END {print n + 0}'; }
+deg0=$(degraded)
 pg_before=$(psql -w "$db" -qAtc "SELECT count(*) FROM audit_events")
 g0=$(cpu_ticks "$guard_pid"); p0=$(cpu_ticks $(pg_pids)); rr0=$(cpu_ticks "$(redis_pid)")
 log "wrk POST /v1/check, c=$conns, ${secs}s"
 wrk -t2 -c "$conns" -d"${secs}s" --latency -s "$work/check.lua" "http://127.0.0.1:$gport" >"$work/wrk.txt"
 g1=$(cpu_ticks "$guard_pid"); rr1=$(cpu_ticks "$(redis_pid)")
 http_usec=$(evalsha_usec)
+http_calls=$(evalsha_calls)
+deg1=$(degraded)
 # Let the audit writer drain before reading Postgres's share.
 sleep 2
 p1=$(cpu_ticks $(pg_pids))
@@ -231,6 +238,7 @@ raw Redis
 
 Guard POST /v1/check over HTTP, audit on Postgres
   decisions/s                   ${rps} (${total} in ${secs}s${errors:+; $errors})
+  answered from the fallback    $((deg1 - deg0)) (EVALSHA calls: ${http_calls})
   latency p50 / p99             ${p50} / ${p99}
   Redis CPU per decision        ${http_usec} us (commandstats), $(us_per $((rr1 - rr0)) "$total") us (process)
   Guard CPU per decision        $(us_per $((g1 - g0)) "$total") us

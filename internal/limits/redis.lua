@@ -111,6 +111,12 @@ end
 -- is never below the last one (Redis TIME may step back), so logs stay
 -- sorted; that only ever counts an entry longer.
 local function append(k, s, c, keep)
+  if s == '' then
+    local out = string.rep(struct.pack('>I6', now), c)
+    logs[k] = out
+    redis.call('SET', k, out, 'PX', keep)
+    return now
+  end
   local n = #s / W
   local from = first(s, n, now - keep)
   local at = now
@@ -148,7 +154,7 @@ local function activeLock()
   for i = 1, nL do
     local l = locks[i]
     if not (l.spare and isTrusted()) then
-      if l.rec == nil then l.rec = readLock(l.key) or false end
+      if l.rec == 0 then l.rec = readLock(l.key) or false end
       local r = l.rec
       if r and r[3] > now and (bi == 0 or r[3] > br[3]) then bi, br = i, r end
     end
@@ -157,7 +163,8 @@ local function activeLock()
 end
 
 local function readLocks()
-  for i = 1, nL do locks[i] = {key = key()} end
+  -- rec: 0 until read, then the record or false.
+  for i = 1, nL do locks[i] = {key = key(), spare = false, rec = 0} end
 end
 local function readSpares()
   for i = 1, nL do locks[i].spare = arg() == '1' end
@@ -173,7 +180,7 @@ local function readEscalation()
   e.ladder = {}
   for i = 1, nS do e.ladder[i] = num() end
   for i = 1, nF do
-    local f = {limit = num(), window = num(), keep = num(), idx = {}}
+    local f = {limit = num(), window = num(), keep = num(), idx = {}, info = false, key = false, lock = false}
     local nX = num()
     f.info = arg()
     f.key, f.lock = key(), key()
@@ -242,7 +249,11 @@ if op == 'check' then
   nL = num()
   local nT, cost, dry, denyFail = num(), num(), arg() == '1', arg() == '1'
   local rules = {}
-  for i = 1, nR do rules[i] = {key = key()} end
+  -- Tables are built with every field they will hold: growing one field
+  -- at a time rehashes it each time, which costs more than the work.
+  for i = 1, nR do
+    rules[i] = {key = key(), limit = 0, window = 0, keep = 0, shadow = false, fits = false, at = 0}
+  end
   readLocks()
   if nT == 1 then trustKey = key() end
   if denyFail then readEscalation() end
