@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/guardhq/guard/internal/audit"
 	"github.com/guardhq/guard/internal/limits"
@@ -48,13 +49,6 @@ func (g *Guard) Lockouts(ctx context.Context, f LockoutFilter) (LockoutPage, err
 		return LockoutPage{}, &InputError{Code: CodeInvalidRequest, Field: "limit", Message: "limit must be 1 to 1000"}
 	}
 	q := limits.LockQuery{Limit: f.Limit}
-	if f.Cursor != "" {
-		c, ok := g.keys.open(f.Cursor)
-		if !ok {
-			return LockoutPage{}, &InputError{Code: CodeInvalidRequest, Field: "cursor", Message: "cursor is not one Guard issued"}
-		}
-		q.Cursor = c
-	}
 	fid, err := normalizeSubject(f.Subject, g.cfg.IPv6Prefix)
 	if err != nil {
 		return LockoutPage{}, err
@@ -79,6 +73,18 @@ func (g *Guard) Lockouts(ctx context.Context, f LockoutFilter) (LockoutPage, err
 	default:
 		q.Pattern = g.keys.lockPattern(f.Ledger, wantDim, f.Dimension == "")
 	}
+	// A cursor is sealed with the listing it continues (index or
+	// pattern), so one listing's cursor is refused by another instead of
+	// confusing the store.
+	bind := q.Index + "\x00" + q.Pattern + "\x00"
+	if f.Cursor != "" {
+		c, ok := g.keys.open(f.Cursor)
+		rest, bound := strings.CutPrefix(c, bind)
+		if !ok || !bound {
+			return LockoutPage{}, &InputError{Code: CodeInvalidRequest, Field: "cursor", Message: "cursor is not one Guard issued for this listing"}
+		}
+		q.Cursor = rest
+	}
 	q.Keep = func(st limits.LockState) bool {
 		p, ok := parseLockInfo(st.Info)
 		switch {
@@ -101,7 +107,7 @@ func (g *Guard) Lockouts(ctx context.Context, f LockoutFilter) (LockoutPage, err
 	}
 	out := LockoutPage{Lockouts: make([]ActiveLockout, 0, len(page.Locks))}
 	if page.Next != "" {
-		out.Next = g.keys.seal(page.Next)
+		out.Next = g.keys.seal(bind + page.Next)
 	}
 	var unresolved map[string]int // lock key -> index in out
 	for _, st := range page.Locks {

@@ -90,7 +90,26 @@ func TestLockoutListing(t *testing.T) {
 				}
 			})
 		}
-		for _, f := range []LockoutFilter{{Dimension: "email"}, {Ledger: "nope"}, {Subject: subj("", "1.2.3.04", "")}} {
+		// Pages of one: both lockouts, once each; a cursor belongs to its
+		// listing.
+		first, err := g.Lockouts(ctx, LockoutFilter{Limit: 1})
+		if err != nil || len(first.Lockouts) != 1 || first.Next == "" {
+			t.Fatalf("first page of 1 = %+v, %v; want one lockout and a next cursor", first, err)
+		}
+		second, err := g.Lockouts(ctx, LockoutFilter{Limit: 1, Cursor: first.Next})
+		if err != nil || len(second.Lockouts) != 1 || second.Lockouts[0].Dimension == first.Lockouts[0].Dimension {
+			t.Fatalf("second page = %+v, %v; want the other lockout", second, err)
+		}
+		if second.Next != "" {
+			if third, err := g.Lockouts(ctx, LockoutFilter{Limit: 1, Cursor: second.Next}); err != nil || len(third.Lockouts) != 0 {
+				t.Errorf("third page = %+v, %v; want empty", third, err)
+			}
+		}
+		var ie *InputError
+		if _, err := g.Lockouts(ctx, LockoutFilter{Limit: 1, Cursor: first.Next, Subject: subj("bob", "", "")}); !errors.As(err, &ie) || ie.Field != "cursor" {
+			t.Errorf("another listing's cursor: %v; want an InputError for cursor", err)
+		}
+		for _, f := range []LockoutFilter{{Dimension: "email"}, {Ledger: "nope"}, {Subject: subj("", "1.2.3.04", "")}, {Limit: 1001}} {
 			var ie *InputError
 			if _, err := listOf(g.Lockouts(ctx, f)); !errors.As(err, &ie) {
 				t.Errorf("Lockouts(%+v) error = %v; want an InputError", f, err)

@@ -529,4 +529,30 @@ func confLockoutPages(t *testing.T, c *conf) {
 			t.Errorf("Lockouts(%+v): no error", q)
 		}
 	}
+	// A lockout of a page already read vanishing (unlocked, expired)
+	// makes the listing skip none of the others.
+	q := LockQuery{Pattern: c.key("lock", "paged*"), Limit: 2}
+	page1, err := c.a.Lockouts(context.Background(), &q)
+	if err != nil || len(page1.Locks) != 2 || page1.Next == "" {
+		t.Fatalf("pattern page 1: %+v, %v", page1, err)
+	}
+	c.unlock(t, c.b, UnlockRequest{Locks: []string{page1.Locks[0].Key}})
+	q.Cursor = page1.Next
+	rest := map[string]bool{}
+	for range 10 {
+		page, err := c.a.Lockouts(context.Background(), &q)
+		if err != nil {
+			t.Fatalf("pattern page: %v", err)
+		}
+		for _, l := range page.Locks {
+			rest[l.Key] = true
+		}
+		if page.Next == "" {
+			break
+		}
+		q.Cursor = page.Next
+	}
+	if len(rest) != 3 || rest[page1.Locks[0].Key] || rest[page1.Locks[1].Key] {
+		t.Errorf("after unlocking one of page 1: got %v, want the 3 lockouts page 1 did not hold", rest)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,8 +50,9 @@ type RedisStoreConfig struct {
 // mean the server could not answer (network, timeout, closed client,
 // LOADING, READONLY, CLUSTERDOWN, ...) match errors.Is(err,
 // ErrUnavailable); script and type errors do not. A client that retries a
-// command after a lost reply may run a decision twice, which only ever
-// counts more, never less.
+// command after a lost reply may run a decision twice (and a rollback
+// twice, which would take back another decision's entry): NewRedisClient
+// builds clients that never retry.
 type RedisStore struct {
 	client  redis.UniversalClient
 	script  *redis.Script
@@ -112,8 +114,8 @@ func (s *RedisStore) Check(ctx context.Context, req *CheckRequest) (CheckResult,
 		allowed = allowed && r.allowed
 	}
 
-	// On Cluster each slot's node has its own TIME; the answer's Now is
-	// the latest, and every time-to is relative to it.
+	// On Cluster each slot's node has its own TIME: every rule's times
+	// are its own node's, and the answer's Now is the latest.
 	res := CheckResult{Allowed: allowed, Rules: make([]RuleResult, len(req.Rules))}
 	for _, r := range replies {
 		res.Now = time.UnixMilli(max(res.Now.UnixMilli(), r.now))
@@ -122,7 +124,7 @@ func (s *RedisStore) Check(ctx context.Context, req *CheckRequest) (CheckResult,
 	for gi, g := range groups {
 		r := &replies[gi]
 		for j, ri := range g.rules {
-			res.Rules[ri] = ruleResult(&req.Rules[ri], req.Cost, allowed, res.Now.UnixMilli(), r.rules[j])
+			res.Rules[ri] = ruleResult(&req.Rules[ri], req.Cost, allowed, r.now, r.rules[j])
 		}
 		if st := r.lockState(req.Locks, g.locks); st != nil && (locked == nil || st.Until.After(locked.Until)) {
 			locked = st
@@ -135,23 +137,29 @@ func (s *RedisStore) Check(ctx context.Context, req *CheckRequest) (CheckResult,
 	}
 
 	// Cluster, denied: take back what allowing slots logged, then (unless
-	// a lockout denied) record the denial as a failure.
-	if err := s.rollback(ctx, req, groups, replies); err != nil {
-		return CheckResult{}, err
-	}
+	// a lockout denied) record the denial as a failure. The answer is the
+	// denial whatever these follow-ups meet: a rollback that fails leaves
+	// entries in (stricter), a failure that cannot be recorded is one
+	// failure less, but a denial never turns into an error (which the
+	// failover store would answer from its fallback, perhaps allowing).
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), followUpTimeout)
+	defer cancel()
+	s.rollback(fctx, req, groups, replies)
 	if locked == nil && req.DenialFailures != nil && len(req.DenialFailures.Failures) > 0 {
-		rep, err := s.Report(ctx, &ReportRequest{Failure: true, Escalation: *req.DenialFailures})
-		if err != nil {
-			return CheckResult{}, fmt.Errorf("record denial failure: %w", err)
+		if rep, err := s.Report(fctx, &ReportRequest{Failure: true, Escalation: *req.DenialFailures}); err == nil {
+			res.Struck = append(res.Struck, rep.Struck...)
 		}
-		res.Struck = append(res.Struck, rep.Struck...)
 	}
 	return res, nil
 }
 
+// followUpTimeout bounds the rollback and denial failure of a Cluster
+// decision spanning slots, which run after its answer is known.
+const followUpTimeout = 250 * time.Millisecond
+
 // rollback removes the entries that the slots which allowed their share
 // of a denied decision added.
-func (s *RedisStore) rollback(ctx context.Context, req *CheckRequest, groups []*callGroup, replies []checkReply) error {
+func (s *RedisStore) rollback(ctx context.Context, req *CheckRequest, groups []*callGroup, replies []checkReply) {
 	var calls []*pending
 	for gi, g := range groups {
 		if !replies[gi].allowed {
@@ -166,18 +174,9 @@ func (s *RedisStore) rollback(ctx context.Context, req *CheckRequest, groups []*
 			}
 		}
 	}
-	if len(calls) == 0 {
-		return nil
+	if len(calls) > 0 {
+		_ = s.batch.run(ctx, calls)
 	}
-	if err := s.batch.run(context.WithoutCancel(ctx), calls); err != nil {
-		return redisError("eval rollback script", err)
-	}
-	for _, c := range calls {
-		if c.err != nil {
-			return redisError("eval rollback script", c.err)
-		}
-	}
-	return nil
 }
 
 // Report records a failure or a success; see the package documentation.
@@ -239,6 +238,7 @@ func (s *RedisStore) writeIndexes(ctx context.Context, entries []strikeIndex) {
 	pipe := s.client.Pipeline()
 	for _, e := range entries {
 		until := e.lock.Until.UnixMilli()
+		pipe.ZRemRangeByScore(ctx, e.index, "-inf", strconv.FormatInt(time.Now().UnixMilli(), 10))
 		pipe.ZAdd(ctx, e.index, redis.Z{Score: float64(until), Member: e.lock.Key})
 		// The index lives as long as its longest lock: NX gives a new
 		// index its first expiry, GT only ever moves it later.

@@ -88,14 +88,16 @@ func parseLockRecord(key, v string) (LockState, bool) {
 const scanBatch = 1000
 
 // scanLockouts pages through the lock records of every node. Its cursor is
-// "s<node>:<scan cursor>:<skip>": the node (masters sorted by address),
-// the SCAN cursor of the batch to read, and how many of that batch's keys
-// the previous page already took.
+// "s<node>:<scan cursor>:<last key>": the node (masters sorted by
+// address), the SCAN cursor of the batch to read, and the last key of that
+// batch (keys sorted) the previous page took, "" for none. Sorting makes a
+// resumed batch safe from keys that expired or appeared in between: it
+// resumes after a key, not after a count.
 func (s *RedisStore) scanLockouts(ctx context.Context, q *LockQuery, now int64) (LockPage, error) {
-	node, cursor, skip := 0, uint64(0), 0
+	node, cursor, after := 0, uint64(0), ""
 	if q.Cursor != "" {
 		var err error
-		if node, cursor, skip, err = parseScanCursor(q.Cursor); err != nil {
+		if node, cursor, after, err = parseScanCursor(q.Cursor); err != nil {
 			return LockPage{}, err
 		}
 	}
@@ -105,49 +107,51 @@ func (s *RedisStore) scanLockouts(ctx context.Context, q *LockQuery, now int64) 
 	}
 	glob := redisGlob(q.Pattern)
 	page := LockPage{Locks: []LockState{}}
-	for ; node < len(nodes); node, cursor, skip = node+1, 0, 0 {
+	for ; node < len(nodes); node, cursor, after = node+1, 0, "" {
 		c := nodes[node]
 		for {
 			keys, next, err := c.Scan(ctx, cursor, glob, scanBatch).Result()
 			if err != nil {
 				return LockPage{}, redisError("scan lock records", err)
 			}
-			if skip > len(keys) {
-				skip = len(keys)
+			slices.Sort(keys)
+			keys = slices.Compact(keys)
+			if after != "" {
+				i, found := slices.BinarySearch(keys, after)
+				if found {
+					i++
+				}
+				keys = keys[i:]
 			}
-			locks, err := s.readLocks(ctx, c, keys[skip:])
+			locks, err := s.readLocks(ctx, c, keys)
 			if err != nil {
 				return LockPage{}, err
 			}
-			taken := skip
 			byKey := make(map[string]LockState, len(locks))
 			for _, st := range locks {
 				byKey[st.Key] = st
 			}
-			for _, k := range keys[skip:] {
-				taken++
+			for i, k := range keys {
 				st, ok := byKey[k]
 				if !ok || st.Until.UnixMilli() <= now || (q.Keep != nil && !q.Keep(st)) {
 					continue
 				}
 				page.Locks = append(page.Locks, st)
-				if len(page.Locks) == q.Limit {
-					break
+				if len(page.Locks) < q.Limit {
+					continue
 				}
-			}
-			if len(page.Locks) == q.Limit {
 				switch {
-				case taken < len(keys):
-					page.Next = fmt.Sprintf("s%d:%d:%d", node, cursor, taken)
+				case i+1 < len(keys):
+					page.Next = "s" + strconv.Itoa(node) + ":" + strconv.FormatUint(cursor, 10) + ":" + k
 				case next != 0:
-					page.Next = fmt.Sprintf("s%d:%d:0", node, next)
+					page.Next = "s" + strconv.Itoa(node) + ":" + strconv.FormatUint(next, 10) + ":"
 				case node+1 < len(nodes):
-					page.Next = fmt.Sprintf("s%d:0:0", node+1)
+					page.Next = "s" + strconv.Itoa(node+1) + ":0:"
 				}
 				slices.SortFunc(page.Locks, compareLocks)
 				return page, nil
 			}
-			skip = 0
+			after = ""
 			if cursor = next; cursor == 0 {
 				break
 			}
@@ -157,18 +161,17 @@ func (s *RedisStore) scanLockouts(ctx context.Context, q *LockQuery, now int64) 
 	return page, nil
 }
 
-func parseScanCursor(c string) (node int, cursor uint64, skip int, err error) {
-	f := strings.Split(strings.TrimPrefix(c, "s"), ":")
+func parseScanCursor(c string) (node int, cursor uint64, after string, err error) {
+	f := strings.SplitN(strings.TrimPrefix(c, "s"), ":", 3)
 	if !strings.HasPrefix(c, "s") || len(f) != 3 {
-		return 0, 0, 0, fmt.Errorf("lock cursor %q: not a cursor of this store", c)
+		return 0, 0, "", fmt.Errorf("lock cursor %q: not a cursor of this store", c)
 	}
 	node, e1 := strconv.Atoi(f[0])
 	cursor, e2 := strconv.ParseUint(f[1], 10, 64)
-	skip, e3 := strconv.Atoi(f[2])
-	if e1 != nil || e2 != nil || e3 != nil || node < 0 || skip < 0 {
-		return 0, 0, 0, fmt.Errorf("lock cursor %q: not a cursor of this store", c)
+	if e1 != nil || e2 != nil || node < 0 {
+		return 0, 0, "", fmt.Errorf("lock cursor %q: not a cursor of this store", c)
 	}
-	return node, cursor, skip, nil
+	return node, cursor, f[2], nil
 }
 
 // nodes are the servers that hold keys: the one node, or every Cluster

@@ -103,9 +103,14 @@ func NewRedisClient(cfg RedisConfig, budget time.Duration) (redis.UniversalClien
 		cfg.URL != "" && cfg.Sentinel != nil:
 		return nil, errors.New("redis: set one of url, cluster and sentinel")
 	case len(cfg.Cluster) > 0:
+		// No redirects followed either: go-redis retries a command on
+		// network errors through its redirect loop, and a rollback run
+		// twice would take back another decision's entry (looser). After a
+		// MOVED the client reloads its slot map, so only the decisions
+		// during a resharding step fail over to the fallback.
 		o := &redis.ClusterOptions{
 			Addrs: cfg.Cluster, Username: cfg.Username, Password: cfg.Password, TLSConfig: tlsConfig,
-			ContextTimeoutEnabled: true, MaxRetries: -1,
+			ContextTimeoutEnabled: true, MaxRetries: -1, MaxRedirects: -1,
 		}
 		timeouts(&o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, &o.DialTimeout)
 		return redis.NewClusterClient(o), nil
