@@ -28,11 +28,13 @@ type ErrorBody struct {
 }
 
 // ErrorDetail is the inside of ErrorBody. Field is set only when one input
-// field is at fault.
+// field is at fault. RequestID is the answer's X-Request-Id (contract v1.1),
+// to quote when asking an operator about the failure.
 type ErrorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Field   string `json:"field,omitempty"`
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	Field     string `json:"field,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // Error is a non-2xx answer from Guard, as returned by every Client method.

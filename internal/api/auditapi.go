@@ -68,6 +68,11 @@ func (s *server) streamAudit(c *gin.Context, f audit.Filter, ct string) {
 		writeError(c, err)
 		return
 	}
+	if c.Request.Method == http.MethodHead {
+		// The headers an export would carry, without running it.
+		c.Status(http.StatusOK)
+		return
+	}
 	if err := s.deps.Audit.Stream(c.Request.Context(), f, x.Write); err != nil {
 		if !c.Writer.Written() {
 			h.Del("Content-Type")

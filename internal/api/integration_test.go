@@ -297,7 +297,10 @@ func TestIntegrationBadInput(t *testing.T) {
 			}
 			w := s.do(t, "POST", path, "k-check", tt.body)
 			var e struct {
-				Error struct{ Code, Message, Field string } `json:"error"`
+				Error struct {
+					Code, Message, Field string
+					RequestID            string `json:"request_id"`
+				} `json:"error"`
 			}
 			decodeStrictly(t, w, &e)
 			if w.Code != 400 || e.Error.Code != tt.wantCode || e.Error.Field != tt.wantField {
@@ -383,7 +386,10 @@ func TestIntegrationPseudonymizedAuditFilters(t *testing.T) {
 			}
 			if tt.wantCode != 200 {
 				var e struct {
-					Error struct{ Code, Message, Field string } `json:"error"`
+					Error struct {
+						Code, Message, Field string
+						RequestID            string `json:"request_id"`
+					} `json:"error"`
 				}
 				decodeStrictly(t, w, &e)
 				if e.Error.Field != tt.wantField {

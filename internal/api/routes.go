@@ -9,7 +9,7 @@ import (
 // routes is the whole HTTP surface of Guard.
 func (s *server) routes() *gin.Engine {
 	e := newEngine()
-	e.Use(requestID(s.log), accessLog(s.now), recovery())
+	e.Use(requestID(s.log), accessLog(s.now), recovery(), closeAfterChunked())
 	e.NoRoute(func(c *gin.Context) { writeError(c, errNotFound) })
 	e.NoMethod(func(c *gin.Context) { writeError(c, errMethodNotAllowed) })
 
@@ -17,6 +17,12 @@ func (s *server) routes() *gin.Engine {
 	auditRead := requireScope(s.keys, ScopeAuditRead)
 	admin := requireScope(s.keys, ScopeAdmin)
 	review := requireBrowserScope(s.keys, ScopeAuditRead)
+	// Every GET route also answers HEAD (RFC 9110 §9.3.2): same status
+	// and headers; net/http drops the body.
+	get := func(path string, h ...gin.HandlerFunc) {
+		e.GET(path, h...)
+		e.HEAD(path, h...)
+	}
 
 	// Decisions (scope check).
 	e.POST("/v1/check", check, s.handleCheck)
@@ -24,25 +30,25 @@ func (s *server) routes() *gin.Engine {
 	e.Any("/v1/forward-auth", check, s.handleForwardAuth)
 
 	// Administration (scope admin).
-	e.GET("/v1/lockouts", admin, s.handleLockouts)
+	get("/v1/lockouts", admin, s.handleLockouts)
 	e.DELETE("/v1/lockouts", admin, s.handleUnlock)
-	e.GET("/v1/policy", admin, s.handlePolicy)
+	get("/v1/policy", admin, s.handlePolicy)
 
 	// Audit trail (scope audit:read): JSON pages, NDJSON/CSV export by Accept.
-	e.GET("/v1/audit", auditRead, s.handleAudit)
+	get("/v1/audit", auditRead, s.handleAudit)
 
 	// Review pages (scope audit:read), server-rendered HTML; a browser may
 	// also log in with HTTP Basic, the key as the password.
-	e.GET("/ui", review, redirect("/ui/events"))
-	e.GET("/ui/", review, redirect("/ui/events"))
-	e.GET("/ui/events", review, s.handleUIEvents)
-	e.GET("/ui/events/:id", review, s.handleUIEvent)
-	e.GET("/ui/lockouts", review, s.handleUILockouts)
+	get("/ui", review, redirect("/ui/events"))
+	get("/ui/", review, redirect("/ui/events"))
+	get("/ui/events", review, s.handleUIEvents)
+	get("/ui/events/:id", review, s.handleUIEvent)
+	get("/ui/lockouts", review, s.handleUILockouts)
 
 	// Operations (no key).
-	e.GET("/healthz", s.handleHealthz)
-	e.GET("/readyz", s.handleReadyz)
-	e.GET("/metrics", s.handleMetrics)
+	get("/healthz", s.handleHealthz)
+	get("/readyz", s.handleReadyz)
+	get("/metrics", s.handleMetrics)
 	return e
 }
 
