@@ -258,7 +258,7 @@ func buildQuery(f Filter, limit int) (string, []any) {
 		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
 	}
 	for _, c := range []struct{ col, v string }{
-		{"user_id", f.User}, {"device", f.Device}, {"ip", f.IPText}, {"action", f.Action},
+		{"id", f.ID}, {"user_id", f.User}, {"device", f.Device}, {"ip", f.IPText}, {"action", f.Action},
 		{"decision", f.Decision}, {"reason", f.Reason}, {"kind", f.Kind},
 	} {
 		if c.v != "" {
