@@ -243,7 +243,8 @@ const minDialTimeout = time.Second
 func (a *app) buildAudit(ctx context.Context, migrate bool) error {
 	if a.cfg.DatabaseURL == "" {
 		a.log.Warn("NO DATABASE CONFIGURED: the audit trail is kept in memory (at most " +
-			fmt.Sprint(audit.DefaultMemoryMax) + " events) and lost on restart. " +
+			fmt.Sprint(audit.DefaultMemoryMax) + " events and " + fmt.Sprint(audit.DefaultMemoryMaxBytes>>20) +
+			" MiB, the oldest evicted) and lost on restart. " +
 			"Set GUARD_DATABASE_URL or database_url for production.")
 		if migrate {
 			a.log.Warn("--migrate ignored: no database URL")
