@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/guardhq/guard/internal/abuse"
@@ -34,7 +33,7 @@ type app struct {
 	failover *limits.FailoverStore // nil without Redis
 	audit    audit.Store
 	recorder *audit.Writer
-	pool     *pgxpool.Pool // nil without a database
+	pg       *audit.PGStore // nil without a database
 	guard    *abuse.Guard
 	handler  http.Handler
 	alerts   *alert.Notifier
@@ -268,18 +267,17 @@ func (a *app) buildAudit(ctx context.Context, migrate bool) error {
 		}
 		a.log.Info("audit schema migrated", "version", v)
 	}
-	pcfg, err := pgxpool.ParseConfig(a.cfg.DatabaseURL)
-	if err != nil {
-		return errors.New("database url: " + sanitize(err.Error(), a.cfg.DatabaseURL))
-	}
-	a.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return fmt.Errorf("postgres pool: %w", err)
-	}
-	pg := audit.NewPGStore(a.log, a.pool, audit.PGConfig{
-		Retention:  a.cfg.Audit.Retention,
-		OnMaintain: a.onMaintain,
+	pg, err := audit.OpenPostgres(ctx, a.log, audit.PostgresConfig{
+		URL: a.cfg.DatabaseURL,
+		Store: audit.PGConfig{
+			Retention:  a.cfg.Audit.Retention,
+			OnMaintain: a.onMaintain,
+		},
 	})
+	if err != nil {
+		return errors.New(sanitize(err.Error(), a.cfg.DatabaseURL))
+	}
+	a.pg = pg
 	pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := pg.Ping(pingCtx); err != nil {
@@ -333,7 +331,7 @@ func (a *app) pollHealth(ctx context.Context) {
 	st := a.recorder.Stats()
 	a.metrics.SetAuditBacklog(st.Queued + st.SpoolEvents)
 	a.metrics.SetSpoolBytes(st.SpoolBytes)
-	if a.pool != nil {
+	if a.pg != nil {
 		a.metrics.SetPostgresUp(a.postgresUp(ctx))
 	}
 }
@@ -357,7 +355,7 @@ func (a *app) readiness(ctx context.Context) api.Readiness {
 	if a.failover != nil && a.failover.Degraded() {
 		r.Mode, r.Redis = "degraded", "down"
 	}
-	if a.pool != nil && !a.postgresUp(ctx) {
+	if a.pg != nil && !a.postgresUp(ctx) {
 		r.Postgres = "down"
 	}
 	return r
@@ -376,8 +374,8 @@ func (a *app) close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("close audit writer: %w", err))
 		}
 	}
-	if a.pool != nil {
-		a.pool.Close()
+	if a.pg != nil {
+		a.pg.Close()
 	}
 	if a.store != nil {
 		if err := a.store.Close(); err != nil {
