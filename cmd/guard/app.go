@@ -37,6 +37,9 @@ type app struct {
 	guard    *abuse.Guard
 	handler  http.Handler
 	alerts   *alert.Notifier
+	// stopping is closed when the HTTP server begins a graceful stop; it
+	// cuts off audit exports in flight (api.Deps.Stopping).
+	stopping chan struct{}
 	// stopBackground ends the background loops (partition maintenance,
 	// health polling) started by newApp.
 	stopBackground context.CancelFunc
@@ -52,7 +55,7 @@ type appOptions struct {
 // newApp builds every component of cfg. On error, whatever was built is
 // closed again.
 func newApp(ctx context.Context, logger *slog.Logger, cfg *Config, opts appOptions) (a *app, err error) {
-	a = &app{log: logger, cfg: cfg, metrics: metrics.New()}
+	a = &app{log: logger, cfg: cfg, metrics: metrics.New(), stopping: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			_ = a.close(context.Background())
@@ -108,6 +111,7 @@ func newApp(ctx context.Context, logger *slog.Logger, cfg *Config, opts appOptio
 		Readiness:       a.readiness,
 		Metrics:         a.metrics.Handler(),
 		Observer:        a.metrics,
+		Stopping:        a.stopping,
 	})
 	if err != nil {
 		return a, fmt.Errorf("build api: %w", err)
