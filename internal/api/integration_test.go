@@ -40,6 +40,7 @@ func (c *clock) Advance(d time.Duration) {
 // in-memory limiter, audit events through the real Writer into the
 // in-memory audit store, served by api.New.
 type stack struct {
+	guard  *abuse.Guard
 	h      http.Handler
 	clock  *clock
 	writer *audit.Writer
@@ -87,7 +88,7 @@ func newStack(t *testing.T, mods ...func(*abuse.Config)) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &stack{h: h, clock: clk, writer: w, store: st}
+	return &stack{guard: g, h: h, clock: clk, writer: w, store: st}
 }
 
 func (s *stack) do(t *testing.T, method, target, key, body string) *httptest.ResponseRecorder {
