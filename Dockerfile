@@ -4,6 +4,8 @@
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
+# The SDK is its own module, which go.mod replaces with ./sdk.
+COPY sdk/go.mod sdk/
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/guard ./cmd/guard \

@@ -3,7 +3,10 @@ module github.com/guardhq/guard
 go 1.26.8
 
 require (
+	github.com/chromedp/cdproto v0.160.1
+	github.com/chromedp/chromedp v0.23.1
 	github.com/gin-gonic/gin v1.12.0
+	github.com/go-json-experiment/json v1.27.2
 	github.com/golang-migrate/migrate/v4 v4.20.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/oklog/ulid/v2 v2.1.2
@@ -55,3 +58,12 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+require github.com/guardhq/guard/sdk v0.0.0-00010101000000-000000000000
+
+// The Go SDK is its own module (sdk/go.mod, standard library only) so
+// that importing it does not put the server's dependencies into a
+// caller's module graph; the server builds against the copy in this
+// repository. docs/architecture.md ("Modules") says why a replace
+// directive and not go.work.
+replace github.com/guardhq/guard/sdk => ./sdk

@@ -248,3 +248,15 @@ ensure_cgo() {
 		return 1
 	fi
 }
+
+# ensure_chromium makes headless Chromium available to the review pages'
+# browser tests (internal/api, chromedp): Debian's chromium, installed with
+# apt-get when none is on PATH. GUARD_CHROMIUM names another binary.
+ensure_chromium() {
+	if [ -n "${GUARD_CHROMIUM:-}" ] || command -v chromium >/dev/null 2>&1 ||
+		command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1; then
+		return 0
+	fi
+	log "installing chromium for the browser tests"
+	apt_install chromium
+}

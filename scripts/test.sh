@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs Guard's whole test suite against a real Redis and Postgres.
 #
-#   ./scripts/test.sh                 # go test -race -count=1 ./...
+#   ./scripts/test.sh                 # go test -race -count=1 ./..., then
+#                                     # scripts/test-sdks.sh (the SDK modules,
+#                                     # TypeScript, Python)
 #   ./scripts/test.sh -run TestServe  # extra arguments go to go test
 #
 # Redis (127.0.0.1:6379) and Postgres (127.0.0.1:5432) are reused when they
@@ -30,6 +32,10 @@ ensure_go
 ensure_cgo
 ensure_redis
 ensure_postgres
+ensure_chromium
 
 log "go test -race -count=1 ./... $*"
-exec go test -race -count=1 ./... "$@"
+status=0
+go test -race -count=1 ./... "$@" || status=$?
+./scripts/test-sdks.sh "$@" || status=$((status == 0 ? $? : status))
+exit "$status"

@@ -13,7 +13,8 @@ func BenchmarkNewCheckRequest(b *testing.B) {
 	user, ip := "user123@example.com", "10.0.1.123"
 	ctx := context.Background()
 	for b.Loop() {
-		if _, err := c.newRequest(ctx, http.MethodPost, "/v1/check", nil, CheckRequest{Action: "login", User: &user, IP: &ip}); err != nil {
+		req := CheckRequest{Action: "login", User: &user, IP: &ip}
+		if _, err := c.newRequest(ctx, call{method: http.MethodPost, path: "/v1/check", body: appendCheckRequest(make([]byte, 0, 128), &req)}); err != nil {
 			b.Fatal(err)
 		}
 	}

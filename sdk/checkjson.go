@@ -70,6 +70,10 @@ func intern(b []byte) string {
 		return DecisionAllow
 	case DecisionDeny:
 		return DecisionDeny
+	case DecisionChallenge:
+		return DecisionChallenge
+	case ReasonChallenge:
+		return ReasonChallenge
 	case ReasonOK:
 		return ReasonOK
 	case ReasonRateLimited:

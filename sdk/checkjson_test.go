@@ -89,16 +89,36 @@ func FuzzDecodeCheckResponse(f *testing.F) {
 	}
 	f.Add([]byte(`{"decision":"allow","reason":"ok","retry_after_ms":-0,"decision_id":"","degraded":true,"limits":null,"lockout":null}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		var want CheckResponse
+		wantErr := json.NewDecoder(bytes.NewReader(b)).Decode(&want)
 		var got CheckResponse
-		if !decodeCheckResponse(b, &got) {
+		if decodeCheckResponse(b, &got) {
+			if wantErr != nil {
+				t.Fatalf("fast path accepted %q; encoding/json fails: %v", b, wantErr)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("decodeCheckResponse(%q) = %+v; encoding/json %+v", b, got, want)
+			}
+		}
+		// The other direction: every answer in the form Guard writes
+		// (encoding/json's encoding, no lockout, printable ASCII without
+		// escapes) takes the fast path, so valid answers are not left to
+		// the slow one by mistake.
+		if wantErr != nil || want.Lockout != nil {
 			return
 		}
-		var want CheckResponse
-		if err := json.NewDecoder(bytes.NewReader(b)).Decode(&want); err != nil {
-			t.Fatalf("fast path accepted %q; encoding/json fails: %v", b, err)
+		canonical, err := json.Marshal(want)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("decodeCheckResponse(%q) = %+v; encoding/json %+v", b, got, want)
+		for _, c := range canonical {
+			if c < 0x20 || c > 0x7e || c == '\\' {
+				return
+			}
+		}
+		var again CheckResponse
+		if !decodeCheckResponse(canonical, &again) || !reflect.DeepEqual(again, want) {
+			t.Fatalf("fast path refused or misread Guard's own form %s (= %+v from %q)", canonical, want, b)
 		}
 	})
 }

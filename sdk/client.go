@@ -7,31 +7,80 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 )
 
+// Defaults of a Client; each has an Option.
+const (
+	// DefaultTimeout bounds a Check or Report call, retries included: a
+	// Guard that accepts connections but does not answer delays a login
+	// by at most this much.
+	DefaultTimeout = 300 * time.Millisecond
+	// DefaultAdminTimeout bounds the other calls (lockouts, policy, a
+	// page of the audit trail, readiness), retries included. ExportAudit
+	// streams and is bounded by its context only.
+	DefaultAdminTimeout = 10 * time.Second
+	// DefaultRetries is how many times a call is retried after a failure
+	// that allows it (see Client).
+	DefaultRetries = 2
+	// DefaultMaxPendingReports bounds the reports ReportAsync runs at once.
+	DefaultMaxPendingReports = 1024
+)
+
 // maxErrorBody bounds how much of an error answer the client reads.
 const maxErrorBody = 64 << 10
 
+// Backoff between attempts: full jitter over an exponentially growing
+// ceiling, never past what remains of the call's timeout.
+const (
+	backoffBase = 20 * time.Millisecond
+	backoffMax  = 250 * time.Millisecond
+)
+
 // Client calls one Guard server. It is safe for concurrent use.
+//
+// Every call has a deadline (WithTimeout for Check and Report, default
+// 300 ms; WithAdminTimeout for the rest, default 10 s) covering all its
+// attempts. A call is retried, with jittered exponential backoff, at most
+// WithRetries times (default 2), and only when that cannot count an
+// attempt twice: GET calls after a network error or a 5xx answer; any
+// call when the connection could not be made at all (nothing was sent).
+// Check and Report are POSTs that record attempts, so a timeout or a 5xx
+// is not retried for them.
+//
+// When Guard cannot answer (network error, timeout, 5xx), Check follows
+// the failure policy (WithFailurePolicy, or a FailurePolicy passed to one
+// call): FailError returns the error, FailOpen and FailClosed return a
+// CheckResponse with Bypassed set. Answers that say the call itself is
+// wrong (4xx) are always errors.
 type Client struct {
-	base   *url.URL
-	apiKey string
-	http   *http.Client
-	agent  string
-	now    func() time.Time
-	bearer string // "Bearer " + apiKey
+	base         *url.URL
+	apiKey       string
+	bearer       string // "Bearer " + apiKey
+	http         *http.Client
+	agent        string
+	now          func() time.Time
+	timeout      time.Duration
+	adminTimeout time.Duration
+	retries      int
+	policy       FailurePolicy
+	onAsyncError func(error)
+	pending      sync.WaitGroup
+	slots        chan struct{}
 }
 
 // Option configures a Client.
 type Option func(*Client)
 
-// WithHTTPClient makes the client send its requests through hc (default:
-// an http.Client with a 10 s timeout).
+// WithHTTPClient makes the client send its requests through hc (default: a
+// client over a clone of http.DefaultTransport). The client's deadlines
+// apply on top of hc.Timeout.
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) { c.http = hc }
 }
@@ -47,6 +96,47 @@ func WithClock(now func() time.Time) Option {
 	return func(c *Client) { c.now = now }
 }
 
+// WithTimeout bounds each Check and Report call, retries included
+// (default DefaultTimeout, 300 ms). d <= 0 leaves only the context's
+// deadline.
+func WithTimeout(d time.Duration) Option {
+	return func(c *Client) { c.timeout = d }
+}
+
+// WithAdminTimeout bounds each call other than Check, Report and
+// ExportAudit (default DefaultAdminTimeout, 10 s). d <= 0 leaves only the
+// context's deadline.
+func WithAdminTimeout(d time.Duration) Option {
+	return func(c *Client) { c.adminTimeout = d }
+}
+
+// WithRetries sets how many times a call may be retried (default
+// DefaultRetries, 2); 0 disables retries.
+func WithRetries(n int) Option {
+	return func(c *Client) { c.retries = max(n, 0) }
+}
+
+// WithFailurePolicy sets what Check does when Guard cannot answer
+// (default FailError: return the error). A FailurePolicy passed to one
+// Check call overrides it.
+func WithFailurePolicy(p FailurePolicy) Option {
+	return func(c *Client) { c.policy = p }
+}
+
+// WithAsyncErrorHandler receives the errors of reports sent with
+// ReportAsync (default: dropped). It is called from the report's
+// goroutine.
+func WithAsyncErrorHandler(f func(error)) Option {
+	return func(c *Client) { c.onAsyncError = f }
+}
+
+// WithMaxPendingReports bounds how many ReportAsync reports run at once
+// (default DefaultMaxPendingReports); past it a report is dropped with
+// ErrTooManyPendingReports, so a stalled Guard cannot pile up goroutines.
+func WithMaxPendingReports(n int) Option {
+	return func(c *Client) { c.slots = make(chan struct{}, max(n, 1)) }
+}
+
 // New returns a client of the Guard server at baseURL (e.g.
 // "http://127.0.0.1:8080") that authenticates with apiKey. A malformed
 // baseURL makes every call fail with an error.
@@ -56,66 +146,115 @@ func New(baseURL, apiKey string, opts ...Option) *Client {
 		u = nil
 	}
 	c := &Client{
-		base:   u,
-		apiKey: apiKey,
-		http:   &http.Client{Timeout: 10 * time.Second},
-		agent:  "guard-sdk-go",
-		now:    time.Now,
+		base:         u,
+		apiKey:       apiKey,
+		agent:        "guard-sdk-go",
+		now:          time.Now,
+		timeout:      DefaultTimeout,
+		adminTimeout: DefaultAdminTimeout,
+		retries:      DefaultRetries,
 	}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.http == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 64 // one auth service, one Guard: keep connections warm
+		c.http = &http.Client{Transport: t}
+	}
+	if c.slots == nil {
+		c.slots = make(chan struct{}, DefaultMaxPendingReports)
 	}
 	c.bearer = "Bearer " + c.apiKey
 	return c
 }
 
+// call is one API call as do sends it.
+type call struct {
+	method, path string
+	query        url.Values
+	body         []byte // nil: no body
+	timeout      time.Duration
+	// idempotent calls are retried after network errors and 5xx answers.
+	idempotent bool
+	// header, when set, receives the answer's headers.
+	header *http.Header
+}
+
 // Check asks whether an attempt may go ahead. A denial is a successful
-// call: inspect CheckResponse.Decision. Errors are *Error for non-2xx
+// call: inspect CheckResponse.Allowed. When Guard cannot answer, the
+// failure policy decides (see Client); other errors are *Error for non-2xx
 // answers.
-func (c *Client) Check(ctx context.Context, req CheckRequest) (*CheckResponse, error) {
+func (c *Client) Check(ctx context.Context, req CheckRequest, opts ...CallOption) (*CheckResponse, error) {
+	cfg := callConfig{policy: c.policy}
+	for _, o := range opts {
+		o.applyCall(&cfg)
+	}
 	var out CheckResponse
-	if err := c.do(ctx, http.MethodPost, "/v1/check", nil, req, &out); err != nil {
+	var h http.Header
+	err := c.do(ctx, call{method: http.MethodPost, path: "/v1/check",
+		body: appendCheckRequest(make([]byte, 0, 128), &req), timeout: c.timeout, header: &h}, &out)
+	if err != nil {
+		if cfg.policy != FailError && IsUnavailable(err) {
+			return bypassed(cfg.policy, err), nil
+		}
 		return nil, err
 	}
+	out.RateLimit = h.Get("RateLimit")
+	out.RateLimitPolicy = h.Get("RateLimit-Policy")
 	return &out, nil
 }
 
-// Report tells Guard how an attempt ended.
+// Report tells Guard how an attempt ended. It is bounded by the client's
+// timeout like Check; use ReportAsync to send it without waiting.
 func (c *Client) Report(ctx context.Context, req ReportRequest) (*ReportResponse, error) {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("guard: encode report: %w", err)
+	}
 	var out ReportResponse
-	if err := c.do(ctx, http.MethodPost, "/v1/report", nil, req, &out); err != nil {
+	if err := c.do(ctx, call{method: http.MethodPost, path: "/v1/report", body: b, timeout: c.timeout}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
 }
 
-// Lockouts lists the active lockouts that match f (scope admin).
+// Lockouts lists one page of the active lockouts that match f (scope
+// admin); the answer's NextCursor, as f.Cursor, asks for the next.
 func (c *Client) Lockouts(ctx context.Context, f LockoutFilter) (*LockoutsResponse, error) {
 	q := url.Values{}
 	for k, v := range map[string]string{"user": f.User, "ip": f.IP, "device": f.Device,
-		"dimension": f.Dimension, "ledger": f.Ledger} {
+		"dimension": f.Dimension, "ledger": f.Ledger, "cursor": f.Cursor} {
 		if v != "" {
 			q.Set(k, v)
 		}
 	}
+	if f.Limit != 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
 	var out LockoutsResponse
-	if err := c.do(ctx, http.MethodGet, "/v1/lockouts", q, nil, &out); err != nil {
+	if err := c.do(ctx, c.get("/v1/lockouts", q), &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
 }
 
 // Unlock lifts a lockout (scope admin). When nothing was locked the error
-// is an *Error with Status 404 and Code CodeNotFound.
+// is an *Error with Status 404 and Code CodeNotFound. It is not retried
+// after a timeout: a first call that did arrive would make the retry 404.
 func (c *Client) Unlock(ctx context.Context, req UnlockRequest) error {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("guard: encode unlock: %w", err)
+	}
 	var out UnlockResponse
-	return c.do(ctx, http.MethodDelete, "/v1/lockouts", nil, req, &out)
+	return c.do(ctx, call{method: http.MethodDelete, path: "/v1/lockouts", body: b, timeout: c.adminTimeout}, &out)
 }
 
 // Policy returns the effective policy (scope admin).
 func (c *Client) Policy(ctx context.Context) (*Policy, error) {
 	var out Policy
-	if err := c.do(ctx, http.MethodGet, "/v1/policy", nil, nil, &out); err != nil {
+	if err := c.do(ctx, c.get("/v1/policy", nil), &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -125,7 +264,7 @@ func (c *Client) Policy(ctx context.Context) (*Policy, error) {
 // audit:read). Pass the page's NextCursor as f.Cursor for the next one.
 func (c *Client) Audit(ctx context.Context, f AuditFilter) (*AuditPage, error) {
 	var out AuditPage
-	if err := c.do(ctx, http.MethodGet, "/v1/audit", f.Values(), nil, &out); err != nil {
+	if err := c.do(ctx, c.get("/v1/audit", f.Values()), &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -133,6 +272,7 @@ func (c *Client) Audit(ctx context.Context, f AuditFilter) (*AuditPage, error) {
 
 // ExportAudit streams every event matching f (f.Limit is ignored) to w, as
 // FormatNDJSON (one JSON event per line) or FormatCSV (with a header row).
+// Only ctx bounds it; it is not retried (w may hold part of the answer).
 func (c *Client) ExportAudit(ctx context.Context, f AuditFilter, format string, w io.Writer) error {
 	var accept string
 	switch format {
@@ -144,14 +284,14 @@ func (c *Client) ExportAudit(ctx context.Context, f AuditFilter, format string, 
 		return fmt.Errorf("guard: unknown export format %q (want %q or %q)", format, FormatNDJSON, FormatCSV)
 	}
 	f.Limit = 0
-	req, err := c.newRequest(ctx, http.MethodGet, "/v1/audit", f.Values(), nil)
+	req, err := c.newRequest(ctx, call{method: http.MethodGet, path: "/v1/audit", query: f.Values()})
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Accept", accept)
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("guard: export audit: %w", err)
+		return &unavailableError{fmt.Errorf("guard: export audit: %w", err)}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
@@ -167,30 +307,28 @@ func (c *Client) ExportAudit(ctx context.Context, f AuditFilter, format string, 
 // cannot decide answers with an *Error.
 func (c *Client) Ready(ctx context.Context) (*Readiness, error) {
 	var out Readiness
-	if err := c.do(ctx, http.MethodGet, "/readyz", nil, nil, &out); err != nil {
+	if err := c.do(ctx, c.get("/readyz", nil), &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
 }
 
-func (c *Client) newRequest(ctx context.Context, method, path string, q url.Values, body any) (*http.Request, error) {
+func (c *Client) get(path string, q url.Values) call {
+	return call{method: http.MethodGet, path: path, query: q, timeout: c.adminTimeout, idempotent: true}
+}
+
+func (c *Client) newRequest(ctx context.Context, k call) (*http.Request, error) {
 	if c.base == nil {
 		return nil, errors.New("guard: invalid base URL")
 	}
 	u := *c.base
-	u.Path = strings.TrimRight(u.Path, "/") + path
-	u.RawQuery = q.Encode()
+	u.Path = strings.TrimRight(u.Path, "/") + k.path
+	u.RawQuery = k.query.Encode()
 	var rd io.Reader
-	if cr, ok := body.(CheckRequest); ok {
-		rd = bytes.NewReader(appendCheckRequest(make([]byte, 0, 128), &cr))
-	} else if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, fmt.Errorf("guard: encode request: %w", err)
-		}
-		rd = bytes.NewReader(b)
+	if k.body != nil {
+		rd = bytes.NewReader(k.body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	req, err := http.NewRequestWithContext(ctx, k.method, u.String(), rd)
 	if err != nil {
 		return nil, fmt.Errorf("guard: new request: %w", err)
 	}
@@ -198,7 +336,7 @@ func (c *Client) newRequest(ctx context.Context, method, path string, q url.Valu
 	// one backing array.
 	vals := [...]string{"application/json", "application/json", c.agent, c.bearer}
 	h := req.Header
-	if body != nil {
+	if k.body != nil {
 		h["Content-Type"] = vals[0:1:1]
 	}
 	h["Accept"] = vals[1:2:2]
@@ -209,23 +347,62 @@ func (c *Client) newRequest(ctx context.Context, method, path string, q url.Valu
 	return req, nil
 }
 
-func (c *Client) do(ctx context.Context, method, path string, q url.Values, body, out any) error {
-	req, err := c.newRequest(ctx, method, path, q, body)
+// do sends k until it succeeds, fails in a way that allows no retry, runs
+// out of retries or of time, and decodes a 2xx answer into out.
+func (c *Client) do(ctx context.Context, k call, out any) error {
+	if k.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, k.timeout)
+		defer cancel()
+	}
+	for attempt := 0; ; attempt++ {
+		err, retry := c.once(ctx, k, out)
+		if err == nil {
+			return nil
+		}
+		if !retry || attempt >= c.retries {
+			return err
+		}
+		// Full jitter: a fleet of callers that failed together does not
+		// come back together.
+		ceiling := min(backoffBase<<attempt, backoffMax)
+		wait := time.Duration(rand.Int64N(int64(ceiling)) + 1)
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= wait {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// once sends k one time; retry says whether a failure may be retried.
+func (c *Client) once(ctx context.Context, k call, out any) (err error, retry bool) {
+	req, err := c.newRequest(ctx, k)
 	if err != nil {
-		return err
+		return err, false
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("guard: %s %s: %w", method, path, err)
+		err = &unavailableError{fmt.Errorf("guard: %s %s: %w", k.method, k.path, err)}
+		return err, ctx.Err() == nil && (k.idempotent || notSent(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		return c.errorFrom(resp)
+		return c.errorFrom(resp), k.idempotent && resp.StatusCode >= 500 && ctx.Err() == nil
+	}
+	if k.header != nil {
+		*k.header = resp.Header
 	}
 	if err := decodeAnswer(resp.Body, out); err != nil {
-		return fmt.Errorf("guard: decode %s %s answer: %w", method, path, err)
+		// A connection that breaks in the middle of the answer.
+		return &unavailableError{fmt.Errorf("guard: decode %s %s answer: %w", k.method, k.path, err)}, false
 	}
-	return nil
+	return nil, false
 }
 
 // answerBuffers holds the buffers answers are read into.
@@ -288,16 +465,20 @@ func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 
 // errorFrom turns a non-2xx answer into an *Error.
 func (c *Client) errorFrom(resp *http.Response) error {
-	e := &Error{Status: resp.StatusCode, Message: http.StatusText(resp.StatusCode)}
+	e := &Error{Status: resp.StatusCode, Message: http.StatusText(resp.StatusCode),
+		RequestID: resp.Header.Get("X-Request-Id")}
 	if d, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), c.now()); ok {
 		e.RetryAfter = d
 	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	var body ErrorBody
+	var body errorBody
 	if json.Unmarshal(b, &body) == nil && body.Error.Code != "" {
 		e.Code = body.Error.Code
 		e.Message = body.Error.Message
 		e.Field = body.Error.Field
+		if body.Error.RequestID != "" {
+			e.RequestID = body.Error.RequestID
+		}
 	}
 	return e
 }

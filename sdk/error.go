@@ -22,19 +22,16 @@ const (
 	CodeUnavailable          = "unavailable"
 )
 
-// ErrorBody is the wire form of every error: {"error": {...}}.
-type ErrorBody struct {
-	Error ErrorDetail `json:"error"`
-}
-
-// ErrorDetail is the inside of ErrorBody. Field is set only when one input
-// field is at fault. RequestID is the answer's X-Request-Id (contract v1.1),
-// to quote when asking an operator about the failure.
-type ErrorDetail struct {
-	Code      string `json:"code"`
-	Message   string `json:"message"`
-	Field     string `json:"field,omitempty"`
-	RequestID string `json:"request_id,omitempty"`
+// errorBody is the wire form of every error: {"error": {...}}; field
+// only when one input field is at fault, request_id (contract v1.1) when
+// the server names the request.
+type errorBody struct {
+	Error struct {
+		Code      string `json:"code"`
+		Message   string `json:"message"`
+		Field     string `json:"field"`
+		RequestID string `json:"request_id"`
+	} `json:"error"`
 }
 
 // Error is a non-2xx answer from Guard, as returned by every Client method.
@@ -49,6 +46,10 @@ type Error struct {
 	Field string
 	// RetryAfter is the parsed Retry-After header; 0 when absent.
 	RetryAfter time.Duration
+	// RequestID is the server's id of the request (the error body's
+	// request_id, else the X-Request-Id header), for support; "" when the
+	// server named none.
+	RequestID string
 }
 
 func (e *Error) Error() string {

@@ -1,12 +1,15 @@
 // Package sdk is the Go client of the Guard HTTP API (contract v1) and its
-// wire types. It depends on the standard library only.
+// wire types: Client (with a 300 ms default deadline, safe retries and
+// FailOpen/FailClosed policies), Middleware for net/http (gin: the
+// guardgin module), IPExtractor for client addresses behind proxies, and
+// Subject for building requests. It is its own module and depends on the
+// standard library only.
 //
 // Times on the wire are RFC 3339 with milliseconds in UTC; durations are
 // integer milliseconds in fields ending in _ms.
 package sdk
 
 import (
-	"encoding/json"
 	"time"
 )
 
@@ -20,10 +23,13 @@ func FormatTime(t time.Time) string {
 	return t.UTC().Truncate(time.Millisecond).Format(TimeFormat)
 }
 
-// Decisions and reasons of a check.
+// Decisions and reasons of a check. Contract v1.1 adds the decision
+// "challenge" (reason "challenge_required"); code that compares
+// decisions should treat any decision but DecisionAllow as "not now".
 const (
-	DecisionAllow = "allow"
-	DecisionDeny  = "deny"
+	DecisionAllow     = "allow"
+	DecisionDeny      = "deny"
+	DecisionChallenge = "challenge"
 
 	ReasonOK               = "ok"
 	ReasonRateLimited      = "rate_limited"
@@ -32,6 +38,12 @@ const (
 	ReasonAllowlisted      = "allowlisted"
 	ReasonShadow           = "shadow"
 	ReasonStoreUnavailable = "store_unavailable"
+	ReasonChallenge        = "challenge_required"
+
+	// ReasonGuardUnavailable is never sent by Guard: it is the reason of
+	// an answer a FailurePolicy gave because Guard could not answer
+	// (CheckResponse.Bypassed).
+	ReasonGuardUnavailable = "guard_unavailable"
 )
 
 // Report outcomes.
@@ -72,12 +84,27 @@ type CheckResponse struct {
 	Limits []Limit `json:"limits"`
 	// Lockout is set when a lockout decided the answer.
 	Lockout *Lockout `json:"lockout"`
+
+	// The fields below are not on the wire.
+
+	// RateLimit and RateLimitPolicy are the answer's RateLimit and
+	// RateLimit-Policy headers, for relaying to the end client; "" when
+	// Guard sent none.
+	RateLimit       string `json:"-"`
+	RateLimitPolicy string `json:"-"`
+	// Bypassed is set when Guard did not decide: it could not answer and
+	// the failure policy did (FailOpen: allow, FailClosed: deny; reason
+	// ReasonGuardUnavailable). Cause is why.
+	Bypassed bool  `json:"-"`
+	Cause    error `json:"-"`
 }
 
 // Allowed reports whether the decision is DecisionAllow.
 func (r *CheckResponse) Allowed() bool { return r.Decision == DecisionAllow }
 
-// RetryAfter is RetryAfterMs as a duration.
+// RetryAfter is RetryAfterMs as a duration: the exact wait before the same
+// attempt could be allowed; 0 when allowed or when no wait will do
+// (denylisted).
 func (r *CheckResponse) RetryAfter() time.Duration {
 	return time.Duration(r.RetryAfterMs) * time.Millisecond
 }
@@ -101,15 +128,6 @@ type Lockout struct {
 	Until     time.Time `json:"until"`
 	// Level is the ladder step, from 1.
 	Level int `json:"level"`
-}
-
-// MarshalJSON writes Until in the wire time format.
-func (l Lockout) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Dimension string `json:"dimension"`
-		Until     string `json:"until"`
-		Level     int    `json:"level"`
-	}{l.Dimension, FormatTime(l.Until), l.Level})
 }
 
 // ReportRequest is the body of POST /v1/report.
@@ -139,6 +157,10 @@ type LockoutFilter struct {
 	Device    string
 	Dimension string
 	Ledger    string
+	// Limit is the page size, 1 to 1000 (0: the server's default, 100).
+	Limit int
+	// Cursor is a previous answer's NextCursor, "" for the first page.
+	Cursor string
 }
 
 // LockoutEntry is one active lockout. Only the identifiers of its
@@ -154,23 +176,12 @@ type LockoutEntry struct {
 	Until     time.Time `json:"until"`
 }
 
-// MarshalJSON writes Since and Until in the wire time format.
-func (l LockoutEntry) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Ledger    string  `json:"ledger"`
-		Dimension string  `json:"dimension"`
-		User      *string `json:"user,omitempty"`
-		IP        *string `json:"ip,omitempty"`
-		Device    *string `json:"device,omitempty"`
-		Level     int     `json:"level"`
-		Since     string  `json:"since"`
-		Until     string  `json:"until"`
-	}{l.Ledger, l.Dimension, l.User, l.IP, l.Device, l.Level, FormatTime(l.Since), FormatTime(l.Until)})
-}
-
 // LockoutsResponse is the answer of GET /v1/lockouts.
 type LockoutsResponse struct {
 	Lockouts []LockoutEntry `json:"lockouts"`
+	// NextCursor continues the listing (as the cursor parameter); nil
+	// when it is complete.
+	NextCursor *string `json:"next_cursor"`
 }
 
 // UnlockRequest is the body of DELETE /v1/lockouts: the dimension and the

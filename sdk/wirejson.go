@@ -33,61 +33,6 @@ func appendCheckRequest(dst []byte, r *CheckRequest) []byte {
 	return append(dst, '}')
 }
 
-// AppendJSON appends json.Marshal(r)'s bytes to dst without reflection:
-// Guard's server writes every check answer with it.
-func (r *CheckResponse) AppendJSON(dst []byte) []byte {
-	dst = append(dst, `{"decision":`...)
-	dst = appendJSONString(dst, r.Decision)
-	dst = append(dst, `,"reason":`...)
-	dst = appendJSONString(dst, r.Reason)
-	dst = append(dst, `,"retry_after_ms":`...)
-	dst = strconv.AppendInt(dst, r.RetryAfterMs, 10)
-	dst = append(dst, `,"decision_id":`...)
-	dst = appendJSONString(dst, r.DecisionID)
-	dst = append(dst, `,"degraded":`...)
-	dst = strconv.AppendBool(dst, r.Degraded)
-	dst = append(dst, `,"limits":`...)
-	if r.Limits == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '[')
-		for i := range r.Limits {
-			l := &r.Limits[i]
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = append(dst, `{"rule":`...)
-			dst = appendJSONString(dst, l.Rule)
-			dst = append(dst, `,"dimension":`...)
-			dst = appendJSONString(dst, l.Dimension)
-			dst = append(dst, `,"limit":`...)
-			dst = strconv.AppendInt(dst, int64(l.Limit), 10)
-			dst = append(dst, `,"window_ms":`...)
-			dst = strconv.AppendInt(dst, l.WindowMs, 10)
-			dst = append(dst, `,"remaining":`...)
-			dst = strconv.AppendInt(dst, int64(l.Remaining), 10)
-			dst = append(dst, `,"reset_ms":`...)
-			dst = strconv.AppendInt(dst, l.ResetMs, 10)
-			dst = append(dst, '}')
-		}
-		dst = append(dst, ']')
-	}
-	dst = append(dst, `,"lockout":`...)
-	if r.Lockout == nil {
-		dst = append(dst, "null"...)
-	} else {
-		// sdk.Lockout's MarshalJSON: the wire time format.
-		dst = append(dst, `{"dimension":`...)
-		dst = appendJSONString(dst, r.Lockout.Dimension)
-		dst = append(dst, `,"until":`...)
-		dst = appendJSONString(dst, FormatTime(r.Lockout.Until))
-		dst = append(dst, `,"level":`...)
-		dst = strconv.AppendInt(dst, int64(r.Lockout.Level), 10)
-		dst = append(dst, '}')
-	}
-	return append(dst, '}')
-}
-
 const hexDigits = "0123456789abcdef"
 
 // appendJSONString appends s quoted as encoding/json quotes strings (with

@@ -13,12 +13,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/guardhq/guard/internal/abuse"
 	"github.com/guardhq/guard/internal/alert"
 	"github.com/guardhq/guard/internal/api"
 	"github.com/guardhq/guard/internal/audit"
+	"github.com/guardhq/guard/internal/config"
 	"github.com/guardhq/guard/internal/limits"
 	"github.com/guardhq/guard/internal/metrics"
 )
@@ -27,7 +26,7 @@ import (
 // Config. bench builds one too, so it measures exactly what serve runs.
 type app struct {
 	log      *slog.Logger
-	cfg      *Config
+	cfg      *config.Config
 	metrics  *metrics.Metrics
 	store    limits.Store
 	failover *limits.FailoverStore // nil without Redis
@@ -54,7 +53,7 @@ type appOptions struct {
 
 // newApp builds every component of cfg. On error, whatever was built is
 // closed again.
-func newApp(ctx context.Context, logger *slog.Logger, cfg *Config, opts appOptions) (a *app, err error) {
+func newApp(ctx context.Context, logger *slog.Logger, cfg *config.Config, opts appOptions) (a *app, err error) {
 	a = &app{log: logger, cfg: cfg, metrics: metrics.New(), stopping: make(chan struct{})}
 	defer func() {
 		if err != nil {
@@ -62,50 +61,28 @@ func newApp(ctx context.Context, logger *slog.Logger, cfg *Config, opts appOptio
 			a = nil
 		}
 	}()
-	a.metrics.InitSeries(slices.Sorted(maps.Keys(cfg.Policy.Actions)), alertEvents())
-	a.alerts = alert.New(logger, alert.Config{
-		WebhookURL: cfg.Alerts.WebhookURL,
-		Timeout:    cfg.Alerts.Timeout,
-		Instance:   cfg.Instance,
-		OnResult:   a.metrics.AlertSent,
-	}, nil, nil)
+	a.metrics.InitSeries(slices.Sorted(maps.Keys(cfg.Guard.Policy.Actions)), alert.Events())
+	alerts := cfg.Alerts
+	alerts.OnResult = a.metrics.AlertSent
+	a.alerts = alert.New(logger, alerts, nil, nil)
 	if err := a.buildStore(ctx); err != nil {
 		return a, err
 	}
 	if err := a.buildAudit(ctx, opts.migrate); err != nil {
 		return a, err
 	}
-	a.guard, err = abuse.New(logger, abuse.Config{
-		Policy:       cfg.Policy,
-		KeySecret:    []byte(cfg.KeySecret),
-		KeyPrefix:    cfg.KeyPrefix,
-		IPv6Prefix:   cfg.IPv6Prefix,
-		TrustTTL:     trustTTL(cfg.TrustTTL),
-		Pseudonymize: cfg.Audit.Pseudonymize,
-		Instance:     cfg.Instance,
-	}, a.store, a.recorder, a.audit)
+	a.guard, err = abuse.New(logger, cfg.Guard, a.store, a.recorder, a.audit)
 	if err != nil {
 		return a, fmt.Errorf("build guard: %w", err)
 	}
-	keys := make([]api.Key, len(cfg.APIKeys))
-	for i, k := range cfg.APIKeys {
-		keys[i] = api.Key{Name: k.Name, Scopes: k.Scopes, KeySHA256: fmt.Sprintf("%x", k.SHA256)}
-	}
-	proxies := make([]string, len(cfg.ForwardAuth.TrustedProxies))
-	for i, p := range cfg.ForwardAuth.TrustedProxies {
-		proxies[i] = p.String()
-	}
-	a.handler, err = api.New(logger, api.Config{
-		Keys: keys,
-		ForwardAuth: api.ForwardAuthConfig{
-			UserHeader:     cfg.ForwardAuth.UserHeader,
-			DeviceHeader:   cfg.ForwardAuth.DeviceHeader,
-			TrustedProxies: proxies,
-		},
-	}, api.Deps{
+	// Review sessions must verify on every instance: the secret derives
+	// from the key secret, as the audit cursors' does.
+	apiCfg := cfg.API
+	apiCfg.SessionSecret = derive(cfg.Guard.KeySecret, "ui-session")
+	a.handler, err = api.New(logger, apiCfg, api.Deps{
 		Guard:           a.guard,
 		Audit:           a.audit,
-		Cursors:         audit.NewCursorCodec(derive(cfg.KeySecret, "audit-cursor")),
+		Cursors:         audit.NewCursorCodec(derive(cfg.Guard.KeySecret, "audit-cursor")),
 		NormalizeUser:   a.guard.AuditUser,
 		NormalizeDevice: a.guard.AuditDevice,
 		Readiness:       a.readiness,
@@ -136,28 +113,10 @@ func (a *app) onMaintain(rep audit.MaintenanceReport) {
 	a.alerts.Up(alert.AuditPartition, time.Now(), "")
 }
 
-// alertEvents are every event the notifier can send, so guard_alerts_total
-// has its series from the start.
-func alertEvents() []string {
-	var out []string
-	for _, c := range []alert.Condition{alert.Redis, alert.Postgres, alert.Spool, alert.AuditPartition} {
-		out = append(out, c.DownEvent(), c.UpEvent())
-	}
-	return out
-}
-
-// trustTTL maps the config's "0 disables" onto abuse's "negative disables".
-func trustTTL(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
-	}
-	return d
-}
-
 // derive makes a purpose-bound key from the key secret, so the secret
 // itself is used for one thing only (identifier hashes).
-func derive(secret, purpose string) []byte {
-	m := hmac.New(sha256.New, []byte(secret))
+func derive(secret []byte, purpose string) []byte {
+	m := hmac.New(sha256.New, secret)
 	m.Write([]byte("guard:" + purpose))
 	return m.Sum(nil)
 }
@@ -165,7 +124,7 @@ func derive(secret, purpose string) []byte {
 // buildStore sets up the limits store: memory without Redis, else Redis
 // behind the failover store with a memory fallback.
 func (a *app) buildStore(ctx context.Context) error {
-	if a.cfg.RedisURL == "" {
+	if !a.cfg.Redis.Enabled() {
 		a.log.Warn("NO REDIS CONFIGURED: using the in-memory limiter. Limits and lockouts are " +
 			"per process (not shared between instances) and are lost on restart. " +
 			"Set GUARD_REDIS_URL or redis_url for production.")
@@ -173,22 +132,19 @@ func (a *app) buildStore(ctx context.Context) error {
 		a.metrics.SetRedisUp(false)
 		return nil
 	}
-	client, err := newRedisClient(a.cfg.RedisURL, a.cfg.Store.Budget)
+	client, err := limits.NewRedisClient(a.cfg.Redis, a.cfg.Store.Budget)
 	if err != nil {
 		return err
 	}
-	primary := limits.NewRedis(client, limits.RedisConfig{Prefix: a.cfg.KeyPrefix})
+	primary := limits.NewRedis(client, limits.RedisStoreConfig{})
 	pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if err := primary.Ping(pingCtx); err != nil {
+	if err := primary.Prepare(pingCtx); err != nil {
 		a.log.Error("Redis does not answer at start; deciding from the local fallback until it does", "err", err)
 	} else {
-		a.log.Info("Redis limiter ready", "redis", redactURL(a.cfg.RedisURL), "key_prefix", a.cfg.KeyPrefix)
+		a.log.Info("Redis limiter ready", "redis", a.cfg.Redis.String(), "key_prefix", a.cfg.Guard.KeyPrefix)
 	}
-	a.failover = limits.NewFailover(a.log, limits.FailoverConfig{
-		Budget:    a.cfg.Store.Budget,
-		FleetSize: a.cfg.Store.FleetSize,
-	}, primary, limits.NewMemory(limits.MemoryConfig{}), limits.FailoverEvents{
+	a.failover = limits.NewFailover(a.log, a.cfg.Store, primary, limits.NewMemory(limits.MemoryConfig{}), limits.FailoverEvents{
 		OnStateChange: func(up bool, since time.Time, cause error) {
 			a.metrics.SetRedisUp(up)
 			a.metrics.SetDegraded(!up)
@@ -204,42 +160,6 @@ func (a *app) buildStore(ctx context.Context) error {
 	a.store = a.failover
 	return nil
 }
-
-// newRedisClient parses a redis:// URL into a client whose calls honour
-// their context deadline (the failover budget). A budget > 0 also becomes
-// every socket and pool timeout the URL leaves unset: go-redis takes the
-// earlier of the context deadline and now+ReadTimeout, so with its default
-// (5s) a budget above 5s would be cut short, and a call never has longer
-// than the budget anyway. Dials run in go-redis's background, not within
-// a call, so they get at least minDialTimeout: a handshake slower than the
-// budget still completes and pools its connection. Budget 0 keeps go-redis's
-// defaults (bench's raw modes).
-func newRedisClient(rawURL string, budget time.Duration) (*redis.Client, error) {
-	opt, err := redis.ParseURL(rawURL)
-	if err != nil {
-		return nil, errors.New("redis url: " + sanitize(err.Error(), rawURL))
-	}
-	opt.ContextTimeoutEnabled = true
-	// A retried command may run a decision twice (counting more, never
-	// less); the budget is too short for retries to help anyway.
-	opt.MaxRetries = -1
-	if budget > 0 {
-		for _, d := range []*time.Duration{&opt.ReadTimeout, &opt.WriteTimeout, &opt.PoolTimeout} {
-			if *d == 0 {
-				*d = budget
-			}
-		}
-		if opt.DialTimeout == 0 {
-			opt.DialTimeout = max(budget, minDialTimeout)
-		}
-	}
-	return redis.NewClient(opt), nil
-}
-
-// minDialTimeout bounds a background dial to Redis from below; short, so a
-// blackholed Redis does not hold go-redis's dial slots (5 attempts each)
-// for long after it returns.
-const minDialTimeout = time.Second
 
 // buildAudit sets up the audit trail: a bounded memory store without a
 // database, else Postgres with a batching, spooling writer.
@@ -271,12 +191,11 @@ func (a *app) buildAudit(ctx context.Context, migrate bool) error {
 		}
 		a.log.Info("audit schema migrated", "version", v)
 	}
+	pgcfg := a.cfg.Postgres
+	pgcfg.OnMaintain = a.onMaintain
 	pg, err := audit.OpenPostgres(ctx, a.log, audit.PostgresConfig{
-		URL: a.cfg.DatabaseURL,
-		Store: audit.PGConfig{
-			Retention:  a.cfg.Audit.Retention,
-			OnMaintain: a.onMaintain,
-		},
+		URL:   a.cfg.DatabaseURL,
+		Store: pgcfg,
 	})
 	if err != nil {
 		return errors.New(sanitize(err.Error(), a.cfg.DatabaseURL))
@@ -286,13 +205,13 @@ func (a *app) buildAudit(ctx context.Context, migrate bool) error {
 	defer cancel()
 	if err := pg.Ping(pingCtx); err != nil {
 		a.log.Error("Postgres does not answer at start; audit events are spooled until it does",
-			"err", err, "spool_dir", a.cfg.Audit.SpoolDir)
+			"err", err, "spool_dir", a.cfg.Writer.SpoolDir)
 		a.metrics.SetPostgresUp(false)
 	} else {
 		a.log.Info("Postgres audit trail ready", "database", redactURL(a.cfg.DatabaseURL))
 	}
 	a.audit = pg
-	w, err := newAuditWriter(a.log, a.cfg, pg, a.metrics, a.alerts, a.cfg.Audit.SpoolDir)
+	w, err := newAuditWriter(a.log, a.cfg, pg, a.metrics, a.alerts, a.cfg.Writer.SpoolDir)
 	if err != nil {
 		return err
 	}

@@ -1,29 +1,24 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"log/slog"
 	"net/url"
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/guardhq/guard/internal/alert"
 	"github.com/guardhq/guard/internal/audit"
+	"github.com/guardhq/guard/internal/config"
 	"github.com/guardhq/guard/internal/metrics"
 )
 
 // newAuditWriter starts the writer that moves events to store, its hooks
 // wired to metrics (and Postgres outages logged); spoolDir "" means no
 // spool (the memory store never goes down).
-func newAuditWriter(logger *slog.Logger, cfg *Config, store audit.Store, m *metrics.Metrics, alerts *alert.Notifier, spoolDir string) (*audit.Writer, error) {
-	return audit.NewWriter(logger, audit.WriterConfig{
-		BatchSize:     cfg.Audit.BatchSize,
-		FlushInterval: cfg.Audit.FlushInterval,
-		SpoolDir:      spoolDir,
-	}, store, audit.WriterHooks{
+func newAuditWriter(logger *slog.Logger, cfg *config.Config, store audit.Store, m *metrics.Metrics, alerts *alert.Notifier, spoolDir string) (*audit.Writer, error) {
+	wcfg := cfg.Writer
+	wcfg.SpoolDir = spoolDir
+	return audit.NewWriter(logger, wcfg, store, audit.WriterHooks{
 		OnWritten: m.AddAuditWritten,
 		OnDropped: m.AddAuditDropped,
 		OnStoreState: func(up bool, since time.Time, err error) {
@@ -77,17 +72,3 @@ func errDetail(err error) string {
 	}
 	return msg
 }
-
-// redisLog routes go-redis's own messages (dial retries while Redis is down,
-// one per probe) into Guard's logger at DEBUG, so a JSON log stays JSON and
-// an outage is not a flood: Guard logs it once, at ERROR, itself.
-type redisLog struct{ log *slog.Logger }
-
-func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
-	l.log.DebugContext(ctx, "redis client", "detail", fmt.Sprintf(format, v...))
-}
-
-// useRedisLog installs logger for go-redis, whose logger is process-wide
-// (an atomic; the last serve to start wins, which is the only one in a
-// real process).
-func useRedisLog(logger *slog.Logger) { redis.SetLogger(redisLog{logger}) }

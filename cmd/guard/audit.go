@@ -11,13 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/guardhq/guard/internal/config"
 	"github.com/guardhq/guard/sdk"
-)
-
-// Environment variables of the client commands.
-const (
-	envURL    = "GUARD_URL"
-	envAPIKey = "GUARD_API_KEY"
 )
 
 const auditHelp = `
@@ -74,7 +69,7 @@ func runAudit(ctx context.Context, e *env, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("audit: unexpected argument %q", fs.Arg(0))
 	}
-	base, key := firstNonEmpty(f.url, e.getenv(envURL), "http://127.0.0.1:8080"), firstNonEmpty(f.key, e.getenv(envAPIKey))
+	base, key := firstNonEmpty(f.url, e.env.Get(config.EnvURL), "http://"+config.DefaultListen), firstNonEmpty(f.key, e.env.Get(config.EnvAPIKey))
 	if key == "" {
 		return errors.New("audit: no API key: set --key or GUARD_API_KEY")
 	}

@@ -43,7 +43,7 @@ func TestServeFailsOpenWhenRedisDies(t *testing.T) {
 		"alerts: {webhook_url: \"" + hook.URL + "\", timeout: 1s}\n"
 	g := startGuard(t, config, map[string]string{"GUARD_REDIS_URL": srv.URL()})
 	ctx := context.Background()
-	client := sdk.New(g.base, checkKey)
+	client := sdk.New(g.base, checkKey, sdk.WithTimeout(10*time.Second))
 	ip := "203.0.113.50"
 	res, err := client.Check(ctx, sdk.CheckRequest{Action: "login", IP: &ip})
 	if err != nil || res.Degraded {
@@ -123,7 +123,7 @@ func TestServeSpoolsWhilePostgresIsDown(t *testing.T) {
 	spool := t.TempDir()
 	g := startGuard(t, e2eConfig(spool), map[string]string{"GUARD_DATABASE_URL": deadURL})
 	ctx := context.Background()
-	client := sdk.New(g.base, checkKey)
+	client := sdk.New(g.base, checkKey, sdk.WithTimeout(10*time.Second))
 	for i := range 5 {
 		res, err := client.Check(ctx, sdk.CheckRequest{Action: "login", IP: strp("192.0.2." + strconv.Itoa(i+1))})
 		if err != nil || res.Decision != "allow" {

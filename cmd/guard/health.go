@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/guardhq/guard/internal/config"
 )
 
 const healthHelp = `
@@ -29,13 +31,10 @@ func runHealth(ctx context.Context, e *env, args []string) error {
 	}
 	base := *url
 	if base == "" {
-		base = e.getenv("GUARD_URL")
+		base = e.env.Get(config.EnvURL)
 	}
 	if base == "" {
-		listen := e.getenv(envListen)
-		if listen == "" {
-			listen = defaultListen
-		}
+		listen := firstNonEmpty(e.env.Get(config.EnvListen), config.DefaultListen)
 		// A server listening on every interface answers on loopback.
 		listen = strings.Replace(listen, "0.0.0.0:", "127.0.0.1:", 1)
 		base = "http://" + listen

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -23,6 +24,9 @@ func TestHelp(t *testing.T) {
 		{"guard audit --help", []string{"audit", "--help"}, []string{"-user", "-ip", "-device", "-action", "-decision", "-reason", "-kind", "-since", "-until", "-limit", "-format", "GUARD_API_KEY"}},
 		{"guard bench --help", []string{"bench", "--help"}, []string{"-duration", "-concurrency", "-redis-url"}},
 		{"guard health --help", []string{"health", "--help"}, []string{"/healthz", "-ready", "-url"}},
+		{"guard serve --help names --listen", []string{"serve", "--help"}, []string{"-listen", "GUARD_LISTEN"}},
+		{"guard --version", []string{"--version"}, []string{"guard ", runtime.Version()}},
+		{"guard version", []string{"version"}, []string{"guard "}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,6 +59,8 @@ func TestUsageErrors(t *testing.T) {
 		{"audit without key", []string{"audit"}, "no API key"},
 		{"audit bad format", []string{"audit", "--key", "k", "--format", "xml"}, "unknown --format"},
 		{"audit bad since", []string{"audit", "--key", "k", "--since", "yesterday"}, "--since"},
+		{"serve bad --listen", []string{"serve", "--listen", "8080"}, "--listen"},
+		{"bench unknown mode", []string{"bench", "--modes", "raw-multi"}, `unknown mode "raw-multi"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

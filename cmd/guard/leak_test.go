@@ -24,7 +24,7 @@ func TestServeLeavesNoGoroutines(t *testing.T) {
 		"GUARD_KEY_PREFIX":   prefix,
 		"GUARD_DATABASE_URL": dbURL,
 	}, "--migrate")
-	client := sdk.New(g.base, checkKey)
+	client := sdk.New(g.base, checkKey, sdk.WithTimeout(10*time.Second))
 	if _, err := client.Check(context.Background(), sdk.CheckRequest{Action: "login", IP: strp("192.0.2.1")}); err != nil {
 		t.Fatalf("check: %v", err)
 	}

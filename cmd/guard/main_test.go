@@ -140,3 +140,9 @@ func (p *guardProcess) logSummary() string {
 	fmt.Fprintf(&b, "(%d request lines left out)\n", skipped)
 	return b.String()
 }
+
+func noEnv(string) string { return "" }
+
+func envMap(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/guardhq/guard/internal/audit"
+	"github.com/guardhq/guard/internal/config"
 )
 
 const migrateHelp = `
@@ -43,7 +44,7 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 	}
 	url := *dbURL
 	if url == "" {
-		cfg, err := loadConfig(*configPath, e.getenv)
+		cfg, err := config.Load(*configPath, e.env)
 		if err != nil {
 			return err
 		}

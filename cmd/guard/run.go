@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/guardhq/guard/internal/config"
 )
 
 // env is what a command may touch of the outside world; run receives it
 // from main so tests can drive every command in-process.
 type env struct {
-	getenv func(string) string
+	env    config.Env
 	stdout io.Writer
 	stderr io.Writer
 }
@@ -29,8 +31,9 @@ func commands() []command {
 		{"serve", "run the Guard HTTP service", runServe},
 		{"migrate", "apply or revert the audit database schema (up, down, version)", runMigrate},
 		{"audit", "search or export the audit trail of a running Guard", runAudit},
-		{"bench", "measure decisions/s: Redis store, HTTP API and raw Redis", runBench},
+		{"bench", "measure decisions/s on Redis: Guard.Check in process and the HTTP API", runBench},
 		{"health", "ask a running Guard whether it is alive or ready (for container health checks)", runHealth},
+		{"version", "print guard's version (also --version)", nil},
 		{"help", "describe guard or one command", nil},
 	}
 }
@@ -63,13 +66,16 @@ func printUsage(w io.Writer) {
 // when the command is done or, for serve, when ctx is cancelled and the
 // server has shut down.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	e := &env{getenv: getenv, stdout: stdout, stderr: stderr}
+	e := &env{env: config.ReadEnv(getenv), stdout: stdout, stderr: stderr}
 	if len(args) < 2 {
 		printUsage(stderr)
 		return errors.New("no command given")
 	}
 	name, rest := args[1], args[2:]
 	switch name {
+	case "-version", "--version", "version":
+		fmt.Fprintln(stdout, versionLine())
+		return nil
 	case "-h", "-help", "--help", "help":
 		if name == "help" && len(rest) > 0 && rest[0] != "help" {
 			return run(ctx, []string{args[0], rest[0], "--help"}, getenv, stdout, stderr)

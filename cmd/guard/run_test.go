@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,7 +65,7 @@ func TestServeEndToEnd(t *testing.T) {
 		"GUARD_KEY_PREFIX":   prefix,
 	}, "--migrate")
 	ctx := context.Background()
-	client := sdk.New(g.base, checkKey)
+	client := sdk.New(g.base, checkKey, sdk.WithTimeout(10*time.Second))
 
 	// Three attempts from one IP are allowed, the fourth is denied.
 	ip := "203.0.113.7"
@@ -168,7 +169,7 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 
 	// The admin sees the lockout; the check key may not.
-	admin := sdk.New(g.base, adminKey)
+	admin := sdk.New(g.base, adminKey, sdk.WithTimeout(10*time.Second))
 	ls, err := admin.Lockouts(ctx, sdk.LockoutFilter{User: "bob@example.com"})
 	if err != nil {
 		t.Fatalf("lockouts: %v", err)
@@ -176,13 +177,41 @@ func TestServeEndToEnd(t *testing.T) {
 	if len(ls.Lockouts) != 1 || ls.Lockouts[0].Ledger != "auth" || ls.Lockouts[0].User == nil || *ls.Lockouts[0].User != "bob@example.com" {
 		t.Errorf("lockouts = %+v, want bob's on ledger auth", ls.Lockouts)
 	}
+	// Pages: with carol locked too, pages of one lockout list both, once
+	// each, and end; a tampered cursor is refused.
+	for range 2 {
+		if _, err := client.Report(ctx, sdk.ReportRequest{Action: "login", User: strp("carol@example.com"), IP: &bobIP, Outcome: "failure"}); err != nil {
+			t.Fatalf("report carol: %v", err)
+		}
+	}
+	var paged []string
+	f := sdk.LockoutFilter{Limit: 1}
+	for range 3 {
+		page, err := admin.Lockouts(ctx, f)
+		if err != nil {
+			t.Fatalf("lockouts page: %v", err)
+		}
+		for _, l := range page.Lockouts {
+			paged = append(paged, *l.User)
+		}
+		if page.NextCursor == nil {
+			break
+		}
+		f.Cursor = *page.NextCursor
+	}
+	if slices.Sort(paged); !slices.Equal(paged, []string{"bob@example.com", "carol@example.com"}) {
+		t.Errorf("paged lockouts = %v, want bob's and carol's", paged)
+	}
 	var apiErr *sdk.Error
+	if _, err := admin.Lockouts(ctx, sdk.LockoutFilter{Cursor: "tampered"}); !errors.As(err, &apiErr) || apiErr.Status != 400 || apiErr.Field != "cursor" {
+		t.Errorf("tampered cursor: err = %v, want 400 field cursor", err)
+	}
 	if _, err := client.Lockouts(ctx, sdk.LockoutFilter{}); !errors.As(err, &apiErr) || apiErr.Status != 403 {
 		t.Errorf("lockouts with the check key: err = %v, want 403", err)
 	}
 
 	// The audit trail (Postgres) holds the decisions, under their ids.
-	auditor := sdk.New(g.base, auditKey)
+	auditor := sdk.New(g.base, auditKey, sdk.WithTimeout(10*time.Second))
 	var page *sdk.AuditPage
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -294,7 +323,7 @@ func TestGracefulStopKeepsEveryDecision(t *testing.T) {
 		"GUARD_DATABASE_URL": dbURL,
 		"GUARD_KEY_PREFIX":   prefix,
 	}, "--migrate")
-	client := sdk.New(g.base, checkKey, sdk.WithHTTPClient(&http.Client{Timeout: 10 * time.Second}))
+	client := sdk.New(g.base, checkKey, sdk.WithHTTPClient(&http.Client{Timeout: 10 * time.Second}), sdk.WithTimeout(10*time.Second))
 
 	var (
 		mu       sync.Mutex
@@ -393,7 +422,7 @@ func TestServeEmbeddedDefaults(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	client := sdk.New(g.base, adminKey)
+	client := sdk.New(g.base, adminKey, sdk.WithTimeout(10*time.Second))
 	pol, err := client.Policy(ctx)
 	if err != nil {
 		t.Fatalf("policy: %v", err)
@@ -404,6 +433,30 @@ func TestServeEmbeddedDefaults(t *testing.T) {
 		}
 	}
 	res, err := client.Check(ctx, sdk.CheckRequest{Action: "otp_send", User: strp("carol@example.com")})
+	if err != nil || res.Decision != "allow" {
+		t.Fatalf("check = %+v, %v; want allow", res, err)
+	}
+	if err := g.stop(t); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+}
+
+// TestServeListenFlag checks that --listen wins over GUARD_LISTEN and the
+// file (whose addresses cannot be bound here), and that a short API key is
+// warned about at start.
+func TestServeListenFlag(t *testing.T) {
+	config := "listen: 192.0.2.1:8080\napi_keys:\n  - {name: short, scopes: [admin], key: k-123}\n"
+	g := startGuard(t, config, map[string]string{"GUARD_LISTEN": "192.0.2.2:8080"}, "--listen", "127.0.0.1:0")
+	if !strings.HasPrefix(g.base, "http://127.0.0.1:") {
+		t.Errorf("listening at %s, want 127.0.0.1 (--listen)", g.base)
+	}
+	if !g.log.has("WARN", "SHORT API KEY") {
+		t.Errorf("no WARN log SHORT API KEY for a 5-byte key; log:\n%s", g.log.dump())
+	}
+	if g.log.has("WARN", "SHORT API KEY: api key \"a\"") {
+		t.Errorf("warned about a long key")
+	}
+	res, err := sdk.New(g.base, "k-123").Check(context.Background(), sdk.CheckRequest{Action: "login", User: strp("a@example.com")})
 	if err != nil || res.Decision != "allow" {
 		t.Fatalf("check = %+v, %v; want allow", res, err)
 	}
@@ -474,7 +527,7 @@ func TestBenchCommand(t *testing.T) {
 	if err := run(context.Background(), args, noEnv, &stdout, &stderr); err != nil {
 		t.Fatalf("bench: %v; stderr: %s", err, stderr.String())
 	}
-	for _, mode := range []string{"raw-ping", "raw-multi", "store", "http"} {
+	for _, mode := range benchModes {
 		found := false
 		for _, line := range scanLines(stdout.String()) {
 			if f := strings.Fields(line); len(f) > 1 && f[0] == mode {

@@ -8,10 +8,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/guardhq/guard/internal/config"
+	"github.com/guardhq/guard/internal/limits"
 )
 
 const serveHelp = `
@@ -20,9 +25,9 @@ shuts down gracefully: it stops accepting connections, finishes the requests
 in flight, flushes the audit trail and closes Redis and Postgres.
 
 Configuration: the YAML file of --config (or GUARD_CONFIG), then the
-environment: GUARD_LISTEN (default 127.0.0.1:8080), GUARD_REDIS_URL,
-GUARD_DATABASE_URL, GUARD_KEY_SECRET, GUARD_KEY_PREFIX, GUARD_INSTANCE,
-GUARD_SPOOL_DIR, GUARD_LOG_FORMAT, GUARD_LOG_LEVEL.
+environment: GUARD_LISTEN (default 127.0.0.1:8080; --listen wins),
+GUARD_REDIS_URL, GUARD_DATABASE_URL, GUARD_KEY_SECRET, GUARD_KEY_PREFIX,
+GUARD_INSTANCE, GUARD_SPOOL_DIR, GUARD_LOG_FORMAT, GUARD_LOG_LEVEL.
 Without a Redis URL Guard limits in memory, without a database URL it keeps
 the audit trail in memory: fine for trying it out, never for production
 (single instance, lost on restart); it says so at start.
@@ -30,18 +35,15 @@ the audit trail in memory: fine for trying it out, never for production
 Without key_secret Guard makes up a random one at start (and warns): limits
 then do not survive a restart. With a Redis URL a key_secret is required.`
 
-// Defaults of serve's flags.
-const (
-	defaultShutdownTimeout = 25 * time.Second
-	envLogFormat           = "GUARD_LOG_FORMAT"
-	envLogLevel            = "GUARD_LOG_LEVEL"
-)
+// defaultShutdownTimeout is serve's --shutdown-timeout default.
+const defaultShutdownTimeout = 25 * time.Second
 
 func runServe(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "serve", "[flags]", serveHelp)
 	configPath := fs.String("config", "", "config file (default: GUARD_CONFIG; none: built-in defaults)")
-	logFormat := fs.String("log-format", firstNonEmpty(e.getenv(envLogFormat), "text"), "log format: text or json (env GUARD_LOG_FORMAT)")
-	logLevel := fs.String("log-level", firstNonEmpty(e.getenv(envLogLevel), "info"), "log level: debug, info, warn or error (env GUARD_LOG_LEVEL)")
+	listen := fs.String("listen", "", "address to listen on, host:port (default: GUARD_LISTEN, the file's listen, else "+config.DefaultListen+")")
+	logFormat := fs.String("log-format", firstNonEmpty(e.env.Get(config.EnvLogFormat), "text"), "log format: text or json (env GUARD_LOG_FORMAT)")
+	logLevel := fs.String("log-level", firstNonEmpty(e.env.Get(config.EnvLogLevel), "info"), "log level: debug, info, warn or error (env GUARD_LOG_LEVEL)")
 	migrate := fs.Bool("migrate", false, "apply the audit database migrations before serving")
 	shutdownTimeout := fs.Duration("shutdown-timeout", defaultShutdownTimeout, "how long a graceful stop may take before connections are cut")
 	if err := parseFlags(e, fs, args); err != nil {
@@ -54,10 +56,15 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	useRedisLog(logger)
-	cfg, err := loadConfig(*configPath, e.getenv)
+	limits.UseLogger(logger)
+	cfg, err := config.Load(*configPath, e.env)
 	if err != nil {
 		return err
+	}
+	if *listen != "" {
+		if err := cfg.SetListen(*listen); err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
 	}
 	generated, err := ensureKeySecret(cfg)
 	if err != nil {
@@ -68,17 +75,20 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			"lockouts do not survive a restart and audit cursors break. Set GUARD_KEY_SECRET " +
 			"or key_secret (e.g. openssl rand -hex 32).")
 	}
-	if len(cfg.KeySecret) < weakKeySecret {
+	if len(cfg.Guard.KeySecret) < config.WeakSecretBytes {
 		logger.Warn("WEAK KEY SECRET: key_secret is shorter than 16 bytes, so the hashes of "+
 			"low-entropy identifiers (phone numbers) could be guessed from Redis; use e.g. openssl rand -hex 32",
-			"bytes", len(cfg.KeySecret))
+			"bytes", len(cfg.Guard.KeySecret))
+	}
+	for _, w := range cfg.Warnings {
+		logger.Warn(w.Msg, "where", w.Where)
 	}
 	if cfg.File == "" {
 		logger.Info("no config file; running the built-in default policy", "actions", actionNames(cfg))
 	} else {
 		logger.Info("config loaded", "file", cfg.File, "actions", actionNames(cfg), "policy_from_file", cfg.PolicyFromFile)
 	}
-	if len(cfg.APIKeys) == 0 {
+	if len(cfg.API.Keys) == 0 {
 		logger.Warn("no api_keys configured: every /v1 request will be answered 401; add api_keys to the config file")
 	}
 	a, err := newApp(ctx, logger, cfg, appOptions{migrate: *migrate})
@@ -91,27 +101,23 @@ func runServe(ctx context.Context, e *env, args []string) error {
 // ensureKeySecret makes up a key secret when none is configured and that is
 // safe: with Redis, instances and restarts must hash identifiers alike, so
 // a missing secret is an error there.
-func ensureKeySecret(cfg *Config) (generated bool, err error) {
-	if cfg.KeySecret != "" {
+func ensureKeySecret(cfg *config.Config) (generated bool, err error) {
+	if len(cfg.Guard.KeySecret) != 0 {
 		return false, nil
 	}
-	if cfg.RedisURL != "" {
+	if cfg.Redis.Enabled() {
 		return false, errors.New("key_secret is required with a Redis URL (every instance and every restart must hash identifiers with the same secret): set GUARD_KEY_SECRET or key_secret, e.g. to the output of openssl rand -hex 32")
 	}
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		return false, fmt.Errorf("generate key secret: %w", err)
 	}
-	cfg.KeySecret = hex.EncodeToString(b)
+	cfg.Guard.KeySecret = []byte(hex.EncodeToString(b))
 	return true, nil
 }
 
-func actionNames(cfg *Config) string {
-	names := make([]string, 0, len(cfg.Policy.Actions))
-	for n := range cfg.Policy.Actions {
-		names = append(names, n)
-	}
-	return strings.Join(sortedCopy(names), ",")
+func actionNames(cfg *config.Config) string {
+	return strings.Join(slices.Sorted(maps.Keys(cfg.Guard.Policy.Actions)), ",")
 }
 
 // newLogger builds the process logger on w (stderr).
@@ -157,7 +163,7 @@ func (a *app) serve(ctx context.Context, timeout time.Duration) error {
 	// downloading the trail cannot hold the stop to its limit and leave
 	// the audit flush no time.
 	srv.RegisterOnShutdown(func() { close(a.stopping) })
-	a.log.Info("guard listening", "addr", ln.Addr().String(), "instance", a.cfg.Instance)
+	a.log.Info("guard listening", "addr", ln.Addr().String(), "instance", a.cfg.Instance())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 

@@ -55,7 +55,7 @@ func TestSIGTERMDuringBurstKeepsEveryDecision(t *testing.T) {
 
 	tr := &http.Transport{MaxIdleConnsPerHost: 16}
 	defer tr.CloseIdleConnections()
-	client := sdk.New(p.base, checkKey, sdk.WithHTTPClient(&http.Client{Transport: tr, Timeout: 10 * time.Second}))
+	client := sdk.New(p.base, checkKey, sdk.WithHTTPClient(&http.Client{Transport: tr, Timeout: 10 * time.Second}), sdk.WithTimeout(10*time.Second))
 
 	var (
 		mu            sync.Mutex

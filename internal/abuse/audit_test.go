@@ -118,9 +118,14 @@ func (f *fakeStore) Report(_ context.Context, r *limits.ReportRequest) (limits.R
 	return f.report(r)
 }
 func (f *fakeStore) Unlock(context.Context, *limits.UnlockRequest) (bool, error) { return false, nil }
-func (f *fakeStore) Lockouts(context.Context) ([]limits.LockState, error)        { return nil, nil }
-func (f *fakeStore) Ping(context.Context) error                                  { return nil }
-func (f *fakeStore) Close() error                                                { return nil }
+func (f *fakeStore) Lockouts(context.Context, *limits.LockQuery) (limits.LockPage, error) {
+	return limits.LockPage{}, nil
+}
+func (f *fakeStore) Lock(context.Context, *limits.LockRequest) ([]limits.LockState, error) {
+	return nil, nil
+}
+func (f *fakeStore) Ping(context.Context) error { return nil }
+func (f *fakeStore) Close() error               { return nil }
 
 func TestStoreFailureModes(t *testing.T) {
 	clock := newFakeClock()
@@ -190,21 +195,27 @@ func TestCheckRequestShape(t *testing.T) {
 	}
 	mustCheck(t, g, CheckInput{Action: "login", Subject: subj("alice", "203.0.113.7", "dev")})
 	// login's ledger auth has failure rules on user+ip and user: both
-	// locks, the user one sparing trusted devices.
-	if len(got.Locks) != 2 || !strings.HasPrefix(got.Locks[0].Key, "p:lock:auth:user:") || !got.Locks[0].SpareIfTrusted ||
-		!strings.HasPrefix(got.Locks[1].Key, "p:lock:auth:user+ip:") || got.Locks[1].SpareIfTrusted {
+	// locks, the user one sparing trusted devices; then the manual lockout
+	// records of every dimension present, sparing nothing.
+	if len(got.Locks) != 7 || !strings.HasSuffix(got.Locks[0].Key, "}k:auth:user") || !got.Locks[0].SpareIfTrusted ||
+		!strings.Contains(got.Locks[1].Key, "}k:auth:user+ip:") || got.Locks[1].SpareIfTrusted {
 		t.Errorf("locks = %+v; want auth user (spare if trusted) and auth user+ip", got.Locks)
 	}
-	if !strings.HasPrefix(got.TrustKey, "p:trust:") || got.DenialFailures != nil || got.Cost != 1 {
+	for i, d := range Dimensions {
+		if l := got.Locks[min(2+i, len(got.Locks)-1)]; !strings.Contains(l.Key, "}k:auth:"+d+"!m") || l.SpareIfTrusted {
+			t.Errorf("lock %d = %+v; want the manual %s record, sparing nothing", 2+i, l, d)
+		}
+	}
+	if !strings.HasPrefix(got.TrustKey, "p:{") || !strings.Contains(got.TrustKey, "}t:") || got.DenialFailures != nil || got.Cost != 1 {
 		t.Errorf("trust %q denial failures %v cost %d; want a trust key, nil, 1", got.TrustKey, got.DenialFailures, got.Cost)
 	}
-	if len(got.Rules) != 1 || !strings.HasPrefix(got.Rules[0].Key, "p:log:login/ip:") {
+	if len(got.Rules) != 1 || !strings.HasSuffix(got.Rules[0].Key, "}l:login/ip") {
 		t.Errorf("rules = %+v; want login/ip", got.Rules)
 	}
 	mustCheck(t, g, CheckInput{Action: "otp_send", Subject: subj("alice", "", "")})
 	if got.DenialFailures == nil || len(got.DenialFailures.Failures) != 1 ||
-		!strings.HasPrefix(got.DenialFailures.Failures[0].Key, "p:fail:otp_send/user/failures:") ||
-		!strings.HasPrefix(got.DenialFailures.Failures[0].LockKey, "p:lock:otp_send:user:") || got.TrustKey != "" {
+		!strings.HasSuffix(got.DenialFailures.Failures[0].Key, "}f:otp_send/user/failures") ||
+		!strings.HasSuffix(got.DenialFailures.Failures[0].LockKey, "}k:otp_send:user") || got.TrustKey != "" {
 		t.Errorf("otp_send request = %+v; want count_denials escalation on its own ledger, no trust key", got)
 	}
 }

@@ -110,7 +110,7 @@ func BenchmarkGuardCheck(b *testing.B) {
 			url, prefix := testenv.Redis(b)
 			client := testenv.RedisClient(b, url)
 			b.SetParallelism(8) // concurrent requests over one client
-			run(b, limits.NewRedis(client, limits.RedisConfig{Prefix: prefix}), prefix, direct)
+			run(b, limits.NewRedis(client, limits.RedisStoreConfig{}), prefix, direct)
 		})
 	}
 }

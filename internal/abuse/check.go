@@ -67,7 +67,7 @@ func (g *Guard) Check(ctx context.Context, in CheckInput) (Decision, error) {
 		}
 		rules = append(rules, r)
 		req.Rules = append(req.Rules, limits.Rule{
-			Key: r.keyPrefix + g.keys.hash(&id, r.dim), Limit: r.Limit, Window: r.Window, Shadow: r.Shadow || a.shadow,
+			Key: g.keys.key(r.kind, &id, r.dim), Limit: r.Limit, Window: r.Window, Keep: r.keep, Shadow: r.Shadow || a.shadow,
 		})
 	}
 	req.Locks = g.lockRefs(a.ledger, &id)

@@ -4,17 +4,19 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/guardhq/guard/sdk"
 )
 
-// Decision reasons.
+// Decision reasons: the wire's (sdk), defined there once.
 const (
-	ReasonOK               = "ok"
-	ReasonRateLimited      = "rate_limited"
-	ReasonLockedOut        = "locked_out"
-	ReasonDenylisted       = "denylisted"
-	ReasonAllowlisted      = "allowlisted"
-	ReasonShadow           = "shadow"
-	ReasonStoreUnavailable = "store_unavailable"
+	ReasonOK               = sdk.ReasonOK
+	ReasonRateLimited      = sdk.ReasonRateLimited
+	ReasonLockedOut        = sdk.ReasonLockedOut
+	ReasonDenylisted       = sdk.ReasonDenylisted
+	ReasonAllowlisted      = sdk.ReasonAllowlisted
+	ReasonShadow           = sdk.ReasonShadow
+	ReasonStoreUnavailable = sdk.ReasonStoreUnavailable
 )
 
 // Error codes of InputError.
@@ -143,6 +145,17 @@ type LockoutFilter struct {
 	Subject   Subject
 	Dimension string
 	Ledger    string
+	// Limit is the page size, 1 to 1000; 0 means 100.
+	Limit int
+	// Cursor is a LockoutPage's Next, "" for the first page.
+	Cursor string
+}
+
+// LockoutPage is one page of a lockout listing.
+type LockoutPage struct {
+	Lockouts []ActiveLockout
+	// Next continues the listing; "" when it is complete.
+	Next string
 }
 
 // ActiveLockout is one entry of the lockout listing. Only the identifiers
@@ -156,6 +169,22 @@ type ActiveLockout struct {
 	Level     int
 	Since     time.Time
 	Until     time.Time
+	// Manual is set for an administrator's manual lockout (POST
+	// /v1/lockouts); a key may also have a struck one, listed apart.
+	Manual bool
+}
+
+// LockInput is one POST /v1/lockouts request: a manual lockout.
+type LockInput struct {
+	Dimension string
+	Subject   Subject
+	// Ledger limits the lock to one ledger; "" means every ledger of an
+	// action with a lockout ladder.
+	Ledger string
+	// Duration is 1s to 30 days.
+	Duration time.Duration
+	Reason   string
+	APIKey   string
 }
 
 // UnlockInput is one DELETE /v1/lockouts request.

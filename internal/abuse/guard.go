@@ -5,34 +5,18 @@
 package abuse
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"slices"
-	"sort"
+	"strings"
 	"time"
 
-	"github.com/guardhq/guard/internal/audit"
 	"github.com/guardhq/guard/internal/limits"
 )
 
 // DefaultTrustTTL is how long a success trusts a device for a user.
 const DefaultTrustTTL = 720 * time.Hour
-
-// Recorder takes audit events without blocking the decision path
-// (audit.Writer implements it).
-type Recorder interface {
-	Record(e audit.Event)
-}
-
-// EventLookup queries the audit trail; Guard uses it to name the
-// identifiers of lockouts struck by other instances. audit stores
-// implement it.
-type EventLookup interface {
-	Query(ctx context.Context, f audit.Filter) (audit.Page, error)
-}
 
 // Config configures a Guard. Zero fields get the documented defaults.
 type Config struct {
@@ -44,7 +28,7 @@ type Config struct {
 	// orphans every key.
 	KeySecret []byte
 	// KeyPrefix starts every Redis key; default DefaultKeyPrefix
-	// ("guard:v1:").
+	// ("guard:v2:").
 	KeyPrefix string
 	// IPv6Prefix is the prefix length (1..128) IPv6 addresses are
 	// aggregated to for limiting; default 64.
@@ -81,51 +65,11 @@ type Guard struct {
 	strikes *strikeCache
 }
 
-// compiledAction is an action's policy with everything a request needs
-// computed once at start: key prefixes, lock dimensions, clear lists.
-type compiledAction struct {
-	name      string
-	ledger    *compiledLedger
-	limits    []compiledRule
-	failures  []compiledRule
-	ladder    []time.Duration
-	decay     time.Duration
-	countDeny bool
-	shadow    bool
-	onFailure limits.OnFailure
-	minLimit  int // smallest attempt-rule limit; 0 without limits
-}
-
-type compiledRule struct {
-	Rule
-	dim       dimIndex
-	keyPrefix string // "<prefix>log:<name>:" or "<prefix>fail:<name>:"
-}
-
-// compiledLedger is the lockout state shared by actions.
-type compiledLedger struct {
-	name string
-	// lockDims are the dimensions any action of the ledger has failure
-	// rules on, in canonical order; checks consult these locks.
-	lockDims []dimIndex
-	// lockPrefix per dimension: "<prefix>lock:<ledger>:<dim>:".
-	lockPrefix [numDims]string
-	// failures are every failure rule of every action of the ledger (the
-	// logs an unlock or a success may clear).
-	failures []compiledRule
-}
-
-type compiledList struct {
-	cidrs   []netip.Prefix
-	users   map[string]struct{}
-	devices map[string]struct{}
-}
-
 // New builds a Guard over store. rec receives every audit event and must
 // not block; lookup (may be nil) lets lockout listings name identifiers of
 // strikes this process did not see. It returns an error for an invalid
-// policy (a *PolicyError), a missing or short KeySecret, or an IPv6Prefix
-// outside 1..128.
+// policy (a *PolicyError), a missing KeySecret (a short one is accepted:
+// `guard serve` warns about it), or an IPv6Prefix outside 1..128.
 func New(logger *slog.Logger, cfg Config, store limits.Store, rec Recorder, lookup EventLookup) (*Guard, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -141,6 +85,11 @@ func New(logger *slog.Logger, cfg Config, store limits.Store, rec Recorder, look
 	}
 	if cfg.KeyPrefix == "" {
 		cfg.KeyPrefix = DefaultKeyPrefix
+	}
+	if strings.ContainsAny(cfg.KeyPrefix, "{}") {
+		// Keys carry their Redis Cluster hash tag right after the prefix;
+		// a brace in the prefix would become the tag of every key.
+		return nil, fmt.Errorf("abuse: key prefix %q: must not contain { or }", cfg.KeyPrefix)
 	}
 	if cfg.IPv6Prefix == 0 {
 		cfg.IPv6Prefix = DefaultIPv6Prefix
@@ -180,105 +129,6 @@ func New(logger *slog.Logger, cfg Config, store limits.Store, rec Recorder, look
 	}
 	g.compile()
 	return g, nil
-}
-
-func (g *Guard) compile() {
-	g.actions = make(map[string]*compiledAction, len(g.policy.Actions))
-	g.ledgers = map[string]*compiledLedger{}
-	names := make([]string, 0, len(g.policy.Actions))
-	for name := range g.policy.Actions {
-		names = append(names, name)
-	}
-	sort.Strings(names) // deterministic ledger failure order
-	for _, name := range names {
-		a := g.policy.Actions[name]
-		led := g.ledgers[a.Lockout.Ledger]
-		if led == nil {
-			led = &compiledLedger{name: a.Lockout.Ledger}
-			for d := range numDims {
-				led.lockPrefix[d] = g.keys.lockKeyPrefix(led.name, d)
-			}
-			g.ledgers[led.name] = led
-		}
-		ca := &compiledAction{
-			name:      name,
-			ledger:    led,
-			ladder:    a.Lockout.Ladder,
-			decay:     a.Lockout.Decay,
-			countDeny: a.Lockout.CountDenials,
-			shadow:    a.Shadow,
-		}
-		switch a.OnStoreFailure {
-		case OnFailureAllow:
-			ca.onFailure = limits.FailAllow
-		case OnFailureDeny:
-			ca.onFailure = limits.FailDeny
-		default:
-			ca.onFailure = limits.FailLocal
-		}
-		for _, r := range a.Limits {
-			d, _ := parseDim(r.Dimension)
-			ca.limits = append(ca.limits, compiledRule{Rule: r, dim: d, keyPrefix: g.keys.logKeyPrefix(r.Name)})
-			if ca.minLimit == 0 || r.Limit < ca.minLimit {
-				ca.minLimit = r.Limit
-			}
-		}
-		for _, r := range a.Failures {
-			d, _ := parseDim(r.Dimension)
-			cr := compiledRule{Rule: r, dim: d, keyPrefix: g.keys.failKeyPrefix(r.Name)}
-			ca.failures = append(ca.failures, cr)
-			led.failures = append(led.failures, cr)
-		}
-		g.actions[name] = ca
-	}
-	for name, led := range g.ledgers {
-		var has [numDims]bool
-		for _, r := range led.failures {
-			has[r.dim] = true
-		}
-		for d := range numDims {
-			if has[d] {
-				led.lockDims = append(led.lockDims, d)
-			}
-		}
-		g.names = append(g.names, name)
-	}
-	sort.Strings(g.names)
-	g.allow = compileList(g.policy.Allow)
-	g.deny = compileList(g.policy.Deny)
-}
-
-func compileList(l List) compiledList {
-	c := compiledList{cidrs: l.CIDRs, users: map[string]struct{}{}, devices: map[string]struct{}{}}
-	for _, u := range l.Users {
-		c.users[u] = struct{}{}
-	}
-	for _, d := range l.Devices {
-		c.devices[d] = struct{}{}
-	}
-	return c
-}
-
-// matches reports whether any present identifier of id is on the list.
-func (c *compiledList) matches(id *identity) bool {
-	if id.hasUser {
-		if _, ok := c.users[id.user]; ok {
-			return true
-		}
-	}
-	if id.hasDevice {
-		if _, ok := c.devices[id.device]; ok {
-			return true
-		}
-	}
-	if id.hasIP {
-		for _, p := range c.cidrs {
-			if p.Contains(id.ip) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // Policy returns the effective policy (validated, defaults filled) as a
@@ -326,128 +176,6 @@ func (g *Guard) subject(s Subject) (identity, error) {
 		return id, &InputError{Code: CodeInvalidRequest, Message: "at least one of user, ip and device is required"}
 	}
 	return id, nil
-}
-
-// lockRefs are the lock records of the action's ledger that the request's
-// identifiers name; the user-level lock spares trusted devices.
-func (g *Guard) lockRefs(led *compiledLedger, id *identity) []limits.LockRef {
-	if len(led.lockDims) == 0 {
-		return nil
-	}
-	refs := make([]limits.LockRef, 0, len(led.lockDims))
-	for _, d := range led.lockDims {
-		if id.has(d) {
-			refs = append(refs, limits.LockRef{Key: led.lockPrefix[d] + g.keys.hash(id, d), SpareIfTrusted: d == dimUser})
-		}
-	}
-	return refs
-}
-
-// escalation is the action's failure policy for the request's identifiers:
-// the failure rules whose dimension is present.
-func (g *Guard) escalation(a *compiledAction, id *identity) limits.Escalation {
-	esc := limits.Escalation{Ladder: a.ladder, Decay: a.decay}
-	for _, r := range a.failures {
-		if !id.has(r.dim) {
-			continue
-		}
-		h := g.keys.hash(id, r.dim)
-		esc.Failures = append(esc.Failures, limits.FailureRule{
-			Key:     r.keyPrefix + h,
-			Limit:   r.Limit,
-			Window:  r.Window,
-			LockKey: a.ledger.lockPrefix[r.dim] + h,
-			Info:    g.keys.lockInfo(a.ledger.name, r.dim, id),
-		})
-	}
-	return esc
-}
-
-// lockoutInfo names a lock record the request consulted or struck.
-func (g *Guard) lockoutInfo(st *limits.LockState) *LockoutInfo {
-	if st == nil {
-		return nil
-	}
-	info := &LockoutInfo{Level: st.Level, Since: st.Since, Until: st.Until}
-	if p, ok := parseLockInfo(st.Info); ok {
-		info.Ledger, info.Dimension = p.ledger, p.dim.String()
-	} else if led, d, ok := g.parseLockKey(st.Key); ok {
-		info.Ledger, info.Dimension = led, d.String()
-	}
-	return info
-}
-
-// parseLockKey splits "<prefix>lock:<ledger>:<dim>:<hash>".
-func (g *Guard) parseLockKey(key string) (string, dimIndex, bool) {
-	for _, name := range g.names {
-		led := g.ledgers[name]
-		for d := range numDims {
-			p := led.lockPrefix[d]
-			if len(key) == len(p)+hashLen && key[:len(p)] == p {
-				return name, d, true
-			}
-		}
-	}
-	return "", 0, false
-}
-
-// auditIdentifiers fills an event's identifiers: normalised (IP canonical,
-// not aggregated), or their keyed hashes with Pseudonymize.
-func (g *Guard) auditIdentifiers(e *audit.Event, id *identity) {
-	if id.hasUser {
-		e.User = id.user
-		if g.cfg.Pseudonymize {
-			e.User = g.keys.hash(id, dimUser)
-		}
-	}
-	if id.hasIP {
-		e.IP = id.ip.String()
-		if g.cfg.Pseudonymize {
-			e.IP = g.keys.sum(id, dimAddr)
-		}
-	}
-	if id.hasDevice {
-		e.Device = id.device
-		if g.cfg.Pseudonymize {
-			e.Device = g.keys.hash(id, dimDevice)
-		}
-	}
-}
-
-// AuditUser returns the value audit events store for a user identifier
-// (normalised, or its keyed hash with Pseudonymize), for audit filters.
-// Errors as NormalizeUser.
-func (g *Guard) AuditUser(raw string) (string, error) {
-	u, err := NormalizeUser(raw)
-	if err != nil || !g.cfg.Pseudonymize {
-		return u, err
-	}
-	id := identity{user: u, hasUser: true}
-	return g.keys.hash(&id, dimUser), nil
-}
-
-// AuditIP returns, when Pseudonymize is on, the keyed hash that audit
-// events store for the IP address raw, with hashed true; with hashed false
-// events keep real addresses, to be filtered by address or CIDR. Errors as
-// ParseIP.
-func (g *Guard) AuditIP(raw string) (value string, hashed bool, err error) {
-	a, err := ParseIP(raw)
-	if err != nil || !g.cfg.Pseudonymize {
-		return "", false, err
-	}
-	id := identity{ip: a, hasIP: true}
-	return g.keys.sum(&id, dimAddr), true, nil
-}
-
-// AuditDevice returns the value audit events store for a device identifier
-// (as given, or its keyed hash with Pseudonymize). Errors as NormalizeDevice.
-func (g *Guard) AuditDevice(raw string) (string, error) {
-	d, err := NormalizeDevice(raw)
-	if err != nil || !g.cfg.Pseudonymize {
-		return d, err
-	}
-	id := identity{device: d, hasDevice: true}
-	return g.keys.hash(&id, dimDevice), nil
 }
 
 // nowMs is the injected clock at millisecond precision in UTC, the

@@ -100,7 +100,7 @@ func memoryBackend(t *testing.T) *backend {
 func redisBackend(t *testing.T) *backend {
 	t.Helper()
 	url, prefix := testenv.Redis(t)
-	st := limits.NewRedis(testenv.RedisClient(t, url), limits.RedisConfig{Prefix: prefix})
+	st := limits.NewRedis(testenv.RedisClient(t, url), limits.RedisStoreConfig{})
 	t.Cleanup(func() { st.Close() })
 	return &backend{name: "redis", store: st, prefix: prefix}
 }

@@ -11,7 +11,9 @@ import (
 )
 
 // DefaultKeyPrefix is the versioned prefix of every Redis key Guard writes.
-const DefaultKeyPrefix = "guard:v1:"
+// v2 is the data model of compact logs and hash tags (docs/operations.md,
+// "Upgrading"): keys under guard:v1: are no longer read and expire.
+const DefaultKeyPrefix = "guard:v2:"
 
 // hashBytes is how much of the HMAC-SHA256 a key keeps: 144 bits is far
 // beyond any collision concern under a secret key and encodes to exactly
@@ -133,20 +135,113 @@ func (k *keyer) hash(id *identity, d dimIndex) string {
 	return id.hashes[d]
 }
 
-// logKeyPrefix is "<prefix>log:<rule>:"; the hash is appended per request.
-func (k *keyer) logKeyPrefix(rule string) string { return k.prefix + "log:" + rule + ":" }
+// Redis keys. Every key of an identity starts "<prefix>{<tag>}" with the
+// tag the hash of its first component: the user for user, user+ip and
+// user+device keys, else the IP or the device. So on Redis Cluster the
+// keys of one user (its logs, locks, failure logs and trusted devices) share
+// a slot and are decided by one script, a user's lock and the trust record
+// that spares it are always together, and load spreads over slots by
+// identity, never onto one hot key. Composite keys end in their own hash.
+//
+//	log          <prefix>{<tag>}l:<rule>[:<hash>]
+//	failure log  <prefix>{<tag>}f:<rule>[:<hash>]
+//	lock record  <prefix>{<tag>}k:<ledger>:<dimension>[:<hash>]
+//	trust record <prefix>{<user>}t:<hash of user+device>
+//	lock index   <prefix>{<hash>}x (the locks that involve one identity)
 
-// failKeyPrefix is "<prefix>fail:<rule>:".
-func (k *keyer) failKeyPrefix(rule string) string { return k.prefix + "fail:" + rule + ":" }
-
-// lockKeyPrefix is "<prefix>lock:<ledger>:<dimension>:".
-func (k *keyer) lockKeyPrefix(ledger string, d dimIndex) string {
-	return k.prefix + "lock:" + ledger + ":" + d.String() + ":"
+// tagDim is the dimension whose hash tags d's keys.
+func tagDim(d dimIndex) dimIndex {
+	switch d {
+	case dimUserIP, dimUserDevice:
+		return dimUser
+	}
+	return d
 }
 
-// trustKey is "<prefix>trust:<hash of user+device>".
-func (k *keyer) trustKey(id *identity) string {
-	return k.prefix + "trust:" + k.hash(id, dimUserDevice)
+// key builds the key of kind (e.g. "l:login/ip") for id's dimension d.
+func (k *keyer) key(kind string, id *identity, d dimIndex) string {
+	tag := k.hash(id, tagDim(d))
+	if tagDim(d) == d {
+		return k.prefix + "{" + tag + "}" + kind
+	}
+	return k.prefix + "{" + tag + "}" + kind + ":" + k.hash(id, d)
+}
+
+// logKind is "l:<rule>"; failKind "f:<rule>"; lockKind
+// "k:<ledger>:<dimension>".
+func logKind(rule string) string                { return "l:" + rule }
+func failKind(rule string) string               { return "f:" + rule }
+func lockKind(ledger string, d dimIndex) string { return "k:" + ledger + ":" + d.String() }
+
+// manualKind is lockKind with "!m": a manual lockout's record, beside (and
+// in the slot of) the struck record of the same key, and matched by the
+// same listing patterns.
+func manualKind(ledger string, d dimIndex) string { return lockKind(ledger, d) + "!m" }
+func (k *keyer) indexKey(hash string) string      { return k.prefix + "{" + hash + "}x" }
+func (k *keyer) trustKey(id *identity) string     { return k.key("t", id, dimUserDevice) }
+
+// lockPattern matches every lock record key of ledger and dimension ("" for
+// any), for listings without an identifier.
+func (k *keyer) lockPattern(ledger string, d dimIndex, anyDim bool) string {
+	p := k.prefix + "{*}k:"
+	switch {
+	case ledger == "":
+		p += "*"
+		if !anyDim {
+			p += ":" + d.String() + "*"
+		}
+	case anyDim:
+		p += ledger + ":*"
+	default:
+		p += ledger + ":" + d.String() + "*"
+	}
+	return p
+}
+
+// seal makes a store cursor opaque and tamper-evident for clients:
+// base64url(cursor) "." base64url(first 12 bytes of an HMAC of it), the
+// HMAC input tagged 'c' so it never equals an identity's hash input.
+func (k *keyer) seal(cursor string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(cursor)) + "." + k.cursorMAC(cursor)
+}
+
+// open returns the cursor seal made, or false for any other string.
+func (k *keyer) open(sealed string) (string, bool) {
+	enc, mac, ok := strings.Cut(sealed, ".")
+	if !ok {
+		return "", false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(enc)
+	if err != nil || !hmac.Equal([]byte(mac), []byte(k.cursorMAC(string(raw)))) {
+		return "", false
+	}
+	return string(raw), true
+}
+
+func (k *keyer) cursorMAC(cursor string) string {
+	st := k.macs.Get().(*macState)
+	defer k.macs.Put(st)
+	st.mac.Reset()
+	st.mac.Write([]byte{'c'})
+	st.mac.Write([]byte(cursor))
+	sum := st.mac.Sum(st.out[:0])
+	return base64.RawURLEncoding.EncodeToString(sum[:12])
+}
+
+// lockIndexes are the lockout index keys of a lock of dimension d: one per
+// component identity present.
+func (k *keyer) lockIndexes(id *identity, d dimIndex) []string {
+	var out []string
+	if id.hasUser && (d == dimUser || d == dimUserIP || d == dimUserDevice) {
+		out = append(out, k.indexKey(k.hash(id, dimUser)))
+	}
+	if id.hasIP && (d == dimIP || d == dimUserIP) {
+		out = append(out, k.indexKey(k.hash(id, dimIP)))
+	}
+	if id.hasDevice && (d == dimDevice || d == dimUserDevice) {
+		out = append(out, k.indexKey(k.hash(id, dimDevice)))
+	}
+	return out
 }
 
 // lockInfo is what a lock record carries so listings can filter by

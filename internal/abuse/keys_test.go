@@ -76,11 +76,14 @@ func TestKeyFormats(t *testing.T) {
 	k := newKeyer([]byte("0123456789abcdef-secret"), "guard:test:")
 	id := testIdentity(t, "alice@example.com", "203.0.113.7", "d-1")
 	h := k.hash(&id, dimUserIP)
+	u, ip := k.hash(&id, dimUser), k.hash(&id, dimIP)
 	for _, tt := range []struct{ name, got, want string }{
-		{"log", k.logKeyPrefix("login/ip") + h, "guard:test:log:login/ip:" + h},
-		{"fail", k.failKeyPrefix("login/user+ip/failures") + h, "guard:test:fail:login/user+ip/failures:" + h},
-		{"lock", k.lockKeyPrefix("auth", dimUserIP) + h, "guard:test:lock:auth:user+ip:" + h},
-		{"trust", k.trustKey(&id), "guard:test:trust:" + k.hash(&id, dimUserDevice)},
+		{"log", k.key(logKind("login/ip"), &id, dimIP), "guard:test:{" + ip + "}l:login/ip"},
+		{"user log", k.key(logKind("login/user"), &id, dimUser), "guard:test:{" + u + "}l:login/user"},
+		{"fail", k.key(failKind("login/user+ip/failures"), &id, dimUserIP), "guard:test:{" + u + "}f:login/user+ip/failures:" + h},
+		{"lock", k.key(lockKind("auth", dimUserIP), &id, dimUserIP), "guard:test:{" + u + "}k:auth:user+ip:" + h},
+		{"trust", k.trustKey(&id), "guard:test:{" + u + "}t:" + k.hash(&id, dimUserDevice)},
+		{"index", k.indexKey(ip), "guard:test:{" + ip + "}x"},
 	} {
 		if tt.got != tt.want {
 			t.Errorf("%s key = %q; want %q", tt.name, tt.got, tt.want)
@@ -108,5 +111,20 @@ func BenchmarkKeyHash(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = k.sum(&id, dimUser)
+	}
+}
+
+// TestCursorSeal: sealed cursors open; any change is refused.
+func TestCursorSeal(t *testing.T) {
+	k := newKeyer([]byte("0123456789abcdef-secret"), "guard:test:")
+	other := newKeyer([]byte("0123456789abcdef-other"), "guard:test:")
+	sealed := k.seal("s0:1234:5")
+	if got, ok := k.open(sealed); !ok || got != "s0:1234:5" {
+		t.Errorf("open(seal) = %q, %v", got, ok)
+	}
+	for _, bad := range []string{"", "x", sealed + "x", "A" + sealed, other.seal("s0:1234:5"), k.seal("s0:1234:5")[:10]} {
+		if got, ok := k.open(bad); ok {
+			t.Errorf("open(%q) = %q, true; want refused", bad, got)
+		}
 	}
 }

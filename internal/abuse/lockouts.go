@@ -16,30 +16,48 @@ const (
 	lookupMaxPages = 5
 )
 
-// Lockouts lists the active lockouts, ending last first, that match the
-// filter: its ledger, its dimension, and every identifier it names (a
-// user filter matches user, user+ip and user+device lockouts of that user).
-// Each entry carries the identifiers of its dimension, resolved from this
-// process's recent strikes, else from the audit trail (events whose
-// lockout is still active), else from the filter; nil when unknown.
+// Lockouts lists a page of the active lockouts that match the filter: its
+// ledger, its dimension, and every identifier it names (a user filter
+// matches user, user+ip and user+device lockouts of that user). With an
+// identifier the store reads that identity's lockout index (a few round
+// trips whatever the number of lockouts), ending last first across pages;
+// without, it scans lock records page by page. Each entry carries the
+// identifiers of its dimension, resolved from this process's recent
+// strikes, else from the audit trail (events whose lockout is still
+// active), else from the filter; nil when unknown.
 //
-// Errors: *InputError for an unknown dimension or ledger or a bad
-// identifier; else a wrapped store error.
-func (g *Guard) Lockouts(ctx context.Context, f LockoutFilter) ([]ActiveLockout, error) {
+// Errors: *InputError for an unknown dimension or ledger, a bad
+// identifier, a limit outside 1..1000 or a cursor Guard did not issue;
+// else a wrapped store error.
+func (g *Guard) Lockouts(ctx context.Context, f LockoutFilter) (LockoutPage, error) {
 	var wantDim dimIndex
 	if f.Dimension != "" {
 		d, ok := parseDim(f.Dimension)
 		if !ok {
-			return nil, &InputError{Code: CodeInvalidRequest, Field: "dimension", Message: fmt.Sprintf("unknown dimension %q", f.Dimension)}
+			return LockoutPage{}, &InputError{Code: CodeInvalidRequest, Field: "dimension", Message: fmt.Sprintf("unknown dimension %q", f.Dimension)}
 		}
 		wantDim = d
 	}
 	if f.Ledger != "" && g.ledgers[f.Ledger] == nil {
-		return nil, &InputError{Code: CodeInvalidRequest, Field: "ledger", Message: fmt.Sprintf("unknown ledger %q", f.Ledger)}
+		return LockoutPage{}, &InputError{Code: CodeInvalidRequest, Field: "ledger", Message: fmt.Sprintf("unknown ledger %q", f.Ledger)}
+	}
+	if f.Limit == 0 {
+		f.Limit = 100
+	}
+	if f.Limit < 1 || f.Limit > 1000 {
+		return LockoutPage{}, &InputError{Code: CodeInvalidRequest, Field: "limit", Message: "limit must be 1 to 1000"}
+	}
+	q := limits.LockQuery{Limit: f.Limit}
+	if f.Cursor != "" {
+		c, ok := g.keys.open(f.Cursor)
+		if !ok {
+			return LockoutPage{}, &InputError{Code: CodeInvalidRequest, Field: "cursor", Message: "cursor is not one Guard issued"}
+		}
+		q.Cursor = c
 	}
 	fid, err := normalizeSubject(f.Subject, g.cfg.IPv6Prefix)
 	if err != nil {
-		return nil, err
+		return LockoutPage{}, err
 	}
 	var wantUser, wantIP, wantDevice string
 	if fid.hasUser {
@@ -51,45 +69,62 @@ func (g *Guard) Lockouts(ctx context.Context, f LockoutFilter) ([]ActiveLockout,
 	if fid.hasDevice {
 		wantDevice = g.keys.hash(&fid, dimDevice)
 	}
-
-	states, err := g.store.Lockouts(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list lockouts: %w", err)
+	switch {
+	case wantUser != "":
+		q.Index = g.keys.indexKey(wantUser)
+	case wantIP != "":
+		q.Index = g.keys.indexKey(wantIP)
+	case wantDevice != "":
+		q.Index = g.keys.indexKey(wantDevice)
+	default:
+		q.Pattern = g.keys.lockPattern(f.Ledger, wantDim, f.Dimension == "")
 	}
-	out := []ActiveLockout{}
-	var unresolved map[string]int // lock key -> index in out
-	for _, st := range states {
+	q.Keep = func(st limits.LockState) bool {
 		p, ok := parseLockInfo(st.Info)
-		if !ok {
-			g.log.Debug("lockout with unreadable info skipped", "info", st.Info)
-			continue
-		}
 		switch {
+		case !ok:
+			g.log.Debug("lockout with unreadable info skipped", "info", st.Info)
+			return false
 		case f.Ledger != "" && p.ledger != f.Ledger,
 			f.Dimension != "" && p.dim != wantDim,
 			wantUser != "" && p.user != wantUser,
 			wantIP != "" && p.ip != wantIP,
 			wantDevice != "" && p.device != wantDevice:
-			continue
+			return false
 		}
-		al := ActiveLockout{Ledger: p.ledger, Dimension: p.dim.String(), Level: st.Level, Since: st.Since, Until: st.Until}
+		return true
+	}
+
+	page, err := g.store.Lockouts(ctx, &q)
+	if err != nil {
+		return LockoutPage{}, fmt.Errorf("list lockouts: %w", err)
+	}
+	out := LockoutPage{Lockouts: make([]ActiveLockout, 0, len(page.Locks))}
+	if page.Next != "" {
+		out.Next = g.keys.seal(page.Next)
+	}
+	var unresolved map[string]int // lock key -> index in out
+	for _, st := range page.Locks {
+		p, _ := parseLockInfo(st.Info)
+		al := ActiveLockout{Ledger: p.ledger, Dimension: p.dim.String(), Level: st.Level, Since: st.Since, Until: st.Until,
+			Manual: g.isManualKey(st.Key)}
 		if n, ok := g.strikes.get(st.Key); ok {
 			n.fill(&al, p.dim)
 		} else {
 			if unresolved == nil {
 				unresolved = map[string]int{}
 			}
-			unresolved[st.Key] = len(out)
+			unresolved[st.Key] = len(out.Lockouts)
 		}
-		out = append(out, al)
+		out.Lockouts = append(out.Lockouts, al)
 	}
 	if len(unresolved) > 0 && g.lookup != nil && !g.cfg.Pseudonymize {
-		g.resolveFromAudit(ctx, unresolved, out)
+		g.resolveFromAudit(ctx, unresolved, out.Lockouts)
 	}
 	for _, i := range unresolved {
-		d, _ := parseDim(out[i].Dimension)
+		d, _ := parseDim(out.Lockouts[i].Dimension)
 		names{user: fid.user, ip: fid.ip, device: fid.device,
-			hasUser: fid.hasUser, hasIP: fid.hasIP, hasDevice: fid.hasDevice}.fill(&out[i], d)
+			hasUser: fid.hasUser, hasIP: fid.hasIP, hasDevice: fid.hasDevice}.fill(&out.Lockouts[i], d)
 	}
 	return out, nil
 }
@@ -107,22 +142,28 @@ func (g *Guard) resolveFromAudit(ctx context.Context, unresolved map[string]int,
 			return
 		}
 		for _, e := range page.Events {
-			a := g.actions[e.Action]
-			if a == nil {
-				continue
-			}
 			id, ok := eventIdentity(e, g.cfg.IPv6Prefix)
 			if !ok {
 				continue
 			}
-			for _, d := range a.ledger.lockDims {
-				if !id.has(d) {
-					continue
+			if e.Kind == audit.KindAdmin && e.Action == ActionLock {
+				// A manual lockout names the key of every ledger.
+				for _, name := range g.names {
+					for d := range numDims {
+						if id.has(d) {
+							g.resolveKey(g.keys.key(g.ledgers[name].manualKind[d], &id, d), &id, d, unresolved, out)
+						}
+					}
 				}
-				key := a.ledger.lockPrefix[d] + g.keys.hash(&id, d)
-				if i, ok := unresolved[key]; ok {
-					namesOf(&id).fill(&out[i], d)
-					delete(unresolved, key)
+				continue
+			}
+			a := g.actions[e.Action]
+			if a == nil {
+				continue
+			}
+			for _, d := range a.ledger.lockDims {
+				if id.has(d) {
+					g.resolveKey(g.keys.key(a.ledger.lockKind[d], &id, d), &id, d, unresolved, out)
 				}
 			}
 			if len(unresolved) == 0 {
@@ -133,6 +174,14 @@ func (g *Guard) resolveFromAudit(ctx context.Context, unresolved map[string]int,
 			return
 		}
 		flt.Cursor = page.Next
+	}
+}
+
+// resolveKey names the entry of the lock record key, if unresolved, from id.
+func (g *Guard) resolveKey(key string, id *identity, d dimIndex, unresolved map[string]int, out []ActiveLockout) {
+	if i, ok := unresolved[key]; ok {
+		namesOf(id).fill(&out[i], d)
+		delete(unresolved, key)
 	}
 }
 
@@ -211,14 +260,13 @@ func (g *Guard) Unlock(ctx context.Context, in UnlockInput) error {
 		}
 		ledgers = []string{in.Ledger}
 	}
-	h := g.keys.hash(&id, d)
 	var req limits.UnlockRequest
 	for _, name := range ledgers {
 		led := g.ledgers[name]
-		req.Locks = append(req.Locks, led.lockPrefix[d]+h)
+		req.Locks = append(req.Locks, g.keys.key(led.lockKind[d], &id, d), g.keys.key(led.manualKind[d], &id, d))
 		for _, r := range led.failures {
 			if r.dim == d {
-				req.Failures = append(req.Failures, r.keyPrefix+h)
+				req.Failures = append(req.Failures, g.keys.key(r.kind, &id, r.dim))
 			}
 		}
 	}
@@ -234,7 +282,7 @@ func (g *Guard) Unlock(ctx context.Context, in UnlockInput) error {
 		ID:       newID(now),
 		At:       now,
 		Kind:     audit.KindAdmin,
-		Action:   "unlock",
+		Action:   ActionUnlock,
 		APIKey:   in.APIKey,
 		Instance: g.cfg.Instance,
 		Note:     in.Reason,

@@ -24,8 +24,10 @@ const (
 	OnFailureDeny  = "deny"
 )
 
-// Policy is the whole effective policy: what cmd/guard builds from the
-// config file (or DefaultPolicy) and Guard enforces.
+// Policy is the whole effective policy: what internal/config builds from
+// the config file (or DefaultPolicy) and Guard enforces. The yaml tags are
+// the config file's keys (internal/config decodes into these types; this
+// package does not import a YAML library).
 type Policy struct {
 	// Actions by name.
 	Actions map[string]Action
@@ -37,45 +39,57 @@ type Policy struct {
 // Action is the policy of one action such as "login".
 type Action struct {
 	// Limits are the attempt rules checked by /v1/check.
-	Limits []Rule
+	Limits []Rule `yaml:"limits"`
 	// Failures are the failure rules filled by failed reports.
-	Failures []Rule
+	Failures []Rule `yaml:"failures"`
 	// Lockout is the escalation ladder; required when Failures is set.
-	Lockout Lockout
+	Lockout Lockout `yaml:"lockout"`
 	// OnStoreFailure is OnFailureLocal (default), OnFailureAllow or
 	// OnFailureDeny.
-	OnStoreFailure string
+	OnStoreFailure string `yaml:"on_store_failure"`
 	// Shadow makes every rule of the action shadow.
-	Shadow bool
+	Shadow bool `yaml:"shadow"`
 }
 
 // Rule is one sliding-window-log rule.
 type Rule struct {
 	// Name defaults to "action/dimension" for limits and
 	// "action/dimension/failures" for failure rules.
-	Name      string
-	Dimension string
-	Limit     int
-	Window    time.Duration
-	Shadow    bool
+	Name string `yaml:"name"`
+	// Dimension is one of Dimensions.
+	Dimension string `yaml:"dimension" required:"true"`
+	// Limit is the most attempts counted in any window, 1..MaxRuleLimit.
+	Limit int `yaml:"limit" required:"true"`
+	// Window is the sliding window, at least 1ms in whole milliseconds.
+	Window time.Duration `yaml:"window" required:"true"`
+	// Shadow evaluates the rule without enforcing it.
+	Shadow bool `yaml:"shadow"`
 }
 
-// Lockout is an action's escalation policy.
+// Lockout is an action's escalation policy. Its zero value (a nil Ladder
+// and nothing else set) means the action has none; a lockout that is given
+// needs a ladder of at least one step.
 type Lockout struct {
 	// Ladder holds the lockout duration per level.
-	Ladder []time.Duration
-	// Decay is the quiet time after which the level returns to 0.
-	Decay time.Duration
+	Ladder []time.Duration `yaml:"ladder"`
+	// Decay is the quiet time after which the level returns to 0; default
+	// DefaultDecay (72h).
+	Decay time.Duration `yaml:"decay"`
 	// Ledger names the shared lockout state; default: the action's name.
-	Ledger string
+	Ledger string `yaml:"ledger"`
 	// CountDenials records each rate-limit denial as a failure.
-	CountDenials bool
+	CountDenials bool `yaml:"count_denials"`
+}
+
+// isZero reports whether no lockout was given at all.
+func (l Lockout) isZero() bool {
+	return l.Ladder == nil && l.Decay == 0 && l.Ledger == "" && !l.CountDenials
 }
 
 // List is an allow or deny list. Users are normalised when the policy is
 // validated.
 type List struct {
-	CIDRs   []netip.Prefix
-	Users   []string
-	Devices []string
+	CIDRs   []netip.Prefix `yaml:"cidrs"`
+	Users   []string       `yaml:"users"`
+	Devices []string       `yaml:"devices"`
 }

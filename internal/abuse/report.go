@@ -104,7 +104,7 @@ func (g *Guard) clearKeys(led *compiledLedger, id *identity) []string {
 	var keys []string
 	for _, r := range led.failures {
 		if (r.dim == dimUserIP || r.dim == dimUserDevice) && id.has(r.dim) {
-			keys = append(keys, r.keyPrefix+g.keys.hash(id, r.dim))
+			keys = append(keys, g.keys.key(r.kind, id, r.dim))
 		}
 	}
 	return keys

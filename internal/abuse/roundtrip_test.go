@@ -63,7 +63,7 @@ func TestOneRoundTripPerDecision(t *testing.T) {
 	client := testenv.RedisClient(t, url)
 	log := &commandLog{}
 	client.AddHook(log)
-	store := limits.NewRedis(client, limits.RedisConfig{Prefix: prefix})
+	store := limits.NewRedis(client, limits.RedisStoreConfig{})
 
 	pol := Policy{Actions: map[string]Action{
 		"login": {

@@ -1,9 +1,12 @@
 package abuse
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
+	"regexp"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -11,16 +14,25 @@ import (
 // keys, header values and audit rows.
 const maxNameBytes = 64
 
-// PolicyError is a policy the validator rejects. It names where the problem
-// is so cmd/guard can point at the config file's line.
+// MaxRuleLimit bounds a rule's limit: a sliding-window log keeps one entry
+// per counted attempt, so a huge limit is a huge ZSET per key.
+const MaxRuleLimit = 1_000_000
+
+// actionNameRE keeps action and ledger names safe inside Redis keys,
+// metrics labels and RateLimit header strings.
+var actionNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+// PolicyError is one problem of a policy. It names where the problem is so
+// internal/config can point at the config file's line.
 type PolicyError struct {
 	// Action is the action's name; "" for the lists or the policy itself.
 	Action string
 	// Section is "limits", "failures", "lockout", "on_store_failure", the
 	// action name itself ("name"), or for lists "allow" or "deny"; "" for
-	// the policy as a whole.
+	// the action or the policy as a whole.
 	Section string
-	// Index is the position in a rule list or list section, or -1.
+	// Index is the position in a rule list, a ladder or a list's entries,
+	// or -1.
 	Index int
 	// Field is the offending field ("dimension", "limit", "window",
 	// "name", "ladder", "decay", "ledger", "count_denials", "users",
@@ -28,6 +40,11 @@ type PolicyError struct {
 	Field string
 	// Message says what is wrong.
 	Message string
+	// PriorSection and PriorIndex, when PriorIndex >= 0, are the rule of
+	// the same action that the problem clashes with (a rule name used
+	// twice): Error says "by limits[0]", internal/config "on line N".
+	PriorSection string
+	PriorIndex   int
 }
 
 func (e *PolicyError) Error() string {
@@ -50,23 +67,41 @@ func (e *PolicyError) Error() string {
 	} else if e.Field != "" {
 		where += e.Field + ": "
 	}
-	return where + e.Message
+	msg := where + e.Message
+	if e.PriorIndex >= 0 && e.PriorSection != "" {
+		msg += fmt.Sprintf(" by %s[%d]", e.PriorSection, e.PriorIndex)
+	}
+	return msg
+}
+
+// problems collects a policy's PolicyErrors.
+type problems []error
+
+func (ps *problems) add(e PolicyError) {
+	if e.PriorSection == "" {
+		e.PriorIndex = -1
+	}
+	*ps = append(*ps, &e)
 }
 
 // Validate fills the policy's defaults and checks it, so that Guard never
 // runs a policy it half understood. Defaults: rule names "action/dimension"
 // and "action/dimension/failures", the ledger is the action's name, decay is
 // DefaultDecay, on_store_failure is "local"; list users are normalised and
-// IPv4-mapped CIDRs become IPv4. It rejects (with a *PolicyError) no
-// actions, an action with neither limits nor failures, unknown dimensions,
-// limits below 1, windows below 1ms or not in whole milliseconds, two rules
+// IPv4-mapped CIDRs become IPv4. It rejects no actions, an action with
+// neither limits nor failures, unknown dimensions, limits outside
+// 1..MaxRuleLimit, windows below 1ms or not in whole milliseconds, two rules
 // of one action on one dimension without distinct names, duplicate rule
 // names, failures without a ladder, count_denials without failures, unknown
-// on_store_failure values and malformed names or list entries. Validate
-// modifies p in place; it is safe to call again on its own result.
+// on_store_failure values and malformed names or list entries. Every
+// problem is reported: the error joins one *PolicyError per problem
+// (errors.As finds the first). Validate modifies p in place; it is safe to
+// call again on its own result. It is the policy's only validation: the
+// config file's loader relies on it.
 func (p *Policy) Validate() error {
+	var ps problems
 	if len(p.Actions) == 0 {
-		return &PolicyError{Index: -1, Message: "the policy has no actions"}
+		ps.add(PolicyError{Index: -1, Message: "the policy has no actions (at least one action is required)"})
 	}
 	names := make([]string, 0, len(p.Actions))
 	for name := range p.Actions {
@@ -75,107 +110,141 @@ func (p *Policy) Validate() error {
 	sort.Strings(names)
 	for _, name := range names {
 		a := p.Actions[name]
-		if err := validateAction(name, &a); err != nil {
-			return err
-		}
+		validateAction(&ps, name, &a)
 		p.Actions[name] = a
 	}
-	if err := validateList("allow", &p.Allow); err != nil {
-		return err
-	}
-	return validateList("deny", &p.Deny)
+	validateList(&ps, "allow", &p.Allow)
+	validateList(&ps, "deny", &p.Deny)
+	return errors.Join(ps...)
 }
 
-func validateAction(name string, a *Action) error {
-	fail := func(section string, index int, field, format string, args ...any) error {
-		return &PolicyError{Action: name, Section: section, Index: index, Field: field, Message: fmt.Sprintf(format, args...)}
+func validateAction(ps *problems, name string, a *Action) {
+	fail := func(section string, index int, field, format string, args ...any) {
+		ps.add(PolicyError{Action: name, Section: section, Index: index, Field: field, Message: fmt.Sprintf(format, args...)})
 	}
-	if msg := checkName(name); msg != "" {
-		return fail("name", -1, "", "action name %s", msg)
+	// Names derived from a bad action name (default rule names, the
+	// default ledger) are not reported again.
+	nameOK := actionNameRE.MatchString(name)
+	if !nameOK {
+		fail("name", -1, "", "%q is not a valid action name (letters, digits, _ . -, at most 64)", name)
 	}
 	if len(a.Limits) == 0 && len(a.Failures) == 0 {
-		return fail("", -1, "", "needs limits or failures (at least one rule)")
+		fail("", -1, "", "needs at least one rule in limits or failures")
 	}
 	// Copies (the caller's slices stay untouched), never nil, so the
 	// effective policy shows empty lists as [] rather than null.
 	a.Limits = append(make([]Rule, 0, len(a.Limits)), a.Limits...)
 	a.Failures = append(make([]Rule, 0, len(a.Failures)), a.Failures...)
-	if err := validateRules(name, "limits", "", a.Limits); err != nil {
-		return err
-	}
-	if err := validateRules(name, "failures", "/failures", a.Failures); err != nil {
-		return err
-	}
+	validateRules(ps, name, nameOK, "limits", "", a.Limits, nil)
+	validateRules(ps, name, nameOK, "failures", "/failures", a.Failures, a.Limits)
 	l := &a.Lockout
 	if len(a.Failures) > 0 && len(l.Ladder) == 0 {
-		return fail("lockout", -1, "ladder", "failures need a lockout ladder (at least one step)")
+		if l.isZero() {
+			fail("failures", -1, "", "failures need a lockout (ladder) to escalate to")
+		} else {
+			fail("lockout", -1, "ladder", "ladder is required and needs at least one step (lockout durations per level, e.g. [1m, 5m, 15m])")
+		}
 	}
 	if l.CountDenials && len(a.Failures) == 0 {
-		return fail("lockout", -1, "count_denials", "count_denials needs failure rules to record denials in")
+		fail("lockout", -1, "count_denials", "count_denials needs failures rules to record the denials in")
 	}
 	l.Ladder = append(make([]time.Duration, 0, len(l.Ladder)), l.Ladder...)
 	for i, step := range l.Ladder {
-		if step < time.Millisecond || step%time.Millisecond != 0 {
-			return fail("lockout", i, "ladder", "step %v must be at least 1ms in whole milliseconds", step)
+		if msg := checkDuration(step); msg != "" {
+			fail("lockout", i, "ladder", "ladder step %s", msg)
 		}
 	}
 	switch {
 	case l.Decay < 0 || l.Decay%time.Millisecond != 0:
-		return fail("lockout", -1, "decay", "decay %v must be positive, in whole milliseconds", l.Decay)
+		fail("lockout", -1, "decay", "decay %v must be positive, in whole milliseconds", l.Decay)
 	case l.Decay == 0:
 		l.Decay = DefaultDecay
 	}
-	if l.Ledger == "" {
+	explicitLedger := l.Ledger != ""
+	if !explicitLedger {
 		l.Ledger = name
 	}
-	if msg := checkName(l.Ledger); msg != "" {
-		return fail("lockout", -1, "ledger", "ledger name %s", msg)
+	if (explicitLedger || nameOK) && !actionNameRE.MatchString(l.Ledger) {
+		fail("lockout", -1, "ledger", "ledger %q is not a valid ledger name (letters, digits, _ . -, at most 64)", l.Ledger)
 	}
 	switch a.OnStoreFailure {
 	case "":
 		a.OnStoreFailure = OnFailureLocal
 	case OnFailureLocal, OnFailureAllow, OnFailureDeny:
 	default:
-		return fail("on_store_failure", -1, "", "unknown value %q (want local, allow or deny)", a.OnStoreFailure)
+		fail("on_store_failure", -1, "", "on_store_failure must be local, allow or deny, not %q", a.OnStoreFailure)
 	}
-	return nil
 }
 
-func validateRules(action, section, suffix string, rules []Rule) error {
-	fail := func(index int, field, format string, args ...any) error {
-		return &PolicyError{Action: action, Section: section, Index: index, Field: field, Message: fmt.Sprintf(format, args...)}
+// checkDuration is the rule for windows and ladder steps.
+func checkDuration(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("must be at least 1ms, not %v", d)
+	case d%time.Millisecond != 0:
+		return fmt.Sprintf("must be whole milliseconds, not %v", d)
+	}
+	return ""
+}
+
+// validateRules checks one rule list of an action; others are the rules
+// already checked (limits, when checking failures), whose names the list
+// must not reuse. nameOK says the action's name is valid, so that default
+// rule names made from it are worth checking.
+func validateRules(ps *problems, action string, nameOK bool, section, suffix string, rules, others []Rule) {
+	fail := func(index int, field, format string, args ...any) *PolicyError {
+		ps.add(PolicyError{Action: action, Section: section, Index: index, Field: field, Message: fmt.Sprintf(format, args...)})
+		return (*ps)[len(*ps)-1].(*PolicyError)
 	}
 	perDim := map[string]int{}
 	for _, r := range rules {
 		perDim[r.Dimension]++
 	}
-	seen := map[string]int{}
+	type at struct {
+		section string
+		index   int
+	}
+	seen := map[string]at{}
+	for i, r := range others {
+		seen[r.Name] = at{"limits", i}
+	}
 	for i := range rules {
 		r := &rules[i]
-		if _, ok := parseDim(r.Dimension); !ok {
-			return fail(i, "dimension", "unknown dimension %q (want user, ip, device, user+ip or user+device)", r.Dimension)
+		ok := true
+		if _, known := parseDim(r.Dimension); !known {
+			fail(i, "dimension", "unknown dimension %q (known: %s)", r.Dimension, strings.Join(Dimensions, ", "))
+			ok = false
 		}
-		if r.Limit < 1 {
-			return fail(i, "limit", "limit %d is below 1", r.Limit)
+		if r.Limit < 1 || r.Limit > MaxRuleLimit {
+			fail(i, "limit", "limit must be between 1 and %d, not %d", MaxRuleLimit, r.Limit)
 		}
-		if r.Window < time.Millisecond || r.Window%time.Millisecond != 0 {
-			return fail(i, "window", "window %v must be at least 1ms in whole milliseconds", r.Window)
+		if msg := checkDuration(r.Window); msg != "" {
+			fail(i, "window", "window %s", msg)
 		}
 		if r.Name == "" {
+			if !ok {
+				continue
+			}
 			if perDim[r.Dimension] > 1 {
-				return fail(i, "name", "%d rules on dimension %s: each needs its own name", perDim[r.Dimension], r.Dimension)
+				fail(i, "name", "%d rules on dimension %q: each needs its own name", perDim[r.Dimension], r.Dimension)
+				continue
 			}
 			r.Name = action + "/" + r.Dimension + suffix
+			if !nameOK {
+				continue
+			}
 		}
 		if msg := checkName(r.Name); msg != "" {
-			return fail(i, "name", "rule name %s", msg)
+			fail(i, "name", "rule name %s", msg)
+			continue
 		}
-		if j, dup := seen[r.Name]; dup {
-			return fail(i, "name", "rule name %q is already used by %s[%d]", r.Name, section, j)
+		if prior, dup := seen[r.Name]; dup {
+			e := fail(i, "name", "rule name %q is already used", r.Name)
+			e.PriorSection, e.PriorIndex = prior.section, prior.index
+			continue
 		}
-		seen[r.Name] = i
+		seen[r.Name] = at{section, i}
 	}
-	return nil
 }
 
 // checkName allows the characters that are safe in a Redis key segment, a
@@ -197,39 +266,47 @@ func checkName(s string) string {
 	return ""
 }
 
-func validateList(section string, l *List) error {
-	fail := func(index int, field, format string, args ...any) error {
-		return &PolicyError{Section: section, Index: index, Field: field, Message: fmt.Sprintf(format, args...)}
+func validateList(ps *problems, section string, l *List) {
+	fail := func(index int, field, format string, args ...any) {
+		ps.add(PolicyError{Section: section, Index: index, Field: field, Message: fmt.Sprintf(format, args...)})
 	}
 	cidrs := make([]netip.Prefix, len(l.CIDRs))
 	for i, p := range l.CIDRs {
-		if !p.IsValid() {
-			return fail(i, "cidrs", "invalid CIDR")
+		switch {
+		case !p.IsValid():
+			fail(i, "cidrs", "invalid CIDR")
+		case p.Addr().Zone() != "":
+			fail(i, "cidrs", "CIDR %s must not carry a zone", p)
+		default:
+			cidrs[i] = unmapPrefix(p)
 		}
-		if p.Addr().Zone() != "" {
-			return fail(i, "cidrs", "CIDR %s must not carry a zone", p)
-		}
-		cidrs[i] = unmapPrefix(p)
 	}
 	l.CIDRs = cidrs
 	users := make([]string, len(l.Users))
 	for i, u := range l.Users {
+		if u == "" {
+			fail(i, "users", "users[%d] must not be empty", i)
+			continue
+		}
 		n, err := NormalizeUser(u)
 		if err != nil {
-			return fail(i, "users", "%v", err)
+			fail(i, "users", "%v", err)
 		}
 		users[i] = n
 	}
 	l.Users = users
 	devices := make([]string, len(l.Devices))
 	for i, d := range l.Devices {
+		if d == "" {
+			fail(i, "devices", "devices[%d] must not be empty", i)
+			continue
+		}
 		if _, err := NormalizeDevice(d); err != nil {
-			return fail(i, "devices", "%v", err)
+			fail(i, "devices", "%v", err)
 		}
 		devices[i] = d
 	}
 	l.Devices = devices
-	return nil
 }
 
 // unmapPrefix turns an IPv4-mapped IPv6 prefix (::ffff:10.0.0.0/104) into

@@ -61,11 +61,11 @@ func TestValidateRejects(t *testing.T) {
 		field   string
 		msg     string
 	}{
-		{name: "no rules", action: Action{}, msg: "needs limits or failures"},
+		{name: "no rules", action: Action{}, msg: "needs at least one rule"},
 		{name: "unknown dimension", action: Action{Limits: []Rule{rule(DimIP, 1, time.Second), rule("email", 1, time.Second)}},
 			section: "limits", index: 1, field: "dimension", msg: `unknown dimension "email"`},
 		{name: "limit zero", action: Action{Limits: []Rule{rule(DimIP, 0, time.Second)}},
-			section: "limits", index: 0, field: "limit", msg: "below 1"},
+			section: "limits", index: 0, field: "limit", msg: "between 1 and"},
 		{name: "window below 1ms", action: Action{Limits: []Rule{rule(DimIP, 1, time.Microsecond)}},
 			section: "limits", index: 0, field: "window"},
 		{name: "window fraction of ms", action: Action{Limits: []Rule{rule(DimIP, 1, 1500*time.Microsecond)}},
@@ -77,8 +77,13 @@ func TestValidateRejects(t *testing.T) {
 			section: "limits", index: 1, field: "name", msg: "already used"},
 		{name: "bad rule name", action: Action{Limits: []Rule{{Name: `a"b`, Dimension: DimIP, Limit: 1, Window: time.Second}}},
 			section: "limits", index: 0, field: "name"},
-		{name: "failures without ladder", action: Action{Failures: []Rule{rule(DimUser, 5, time.Minute)}},
-			section: "lockout", index: -1, field: "ladder"},
+		{name: "failures without lockout", action: Action{Failures: []Rule{rule(DimUser, 5, time.Minute)}},
+			section: "failures", index: -1, msg: "need a lockout"},
+		{name: "lockout without ladder", action: Action{Failures: []Rule{rule(DimUser, 5, time.Minute)}, Lockout: Lockout{Decay: time.Hour}},
+			section: "lockout", index: -1, field: "ladder", msg: "ladder is required"},
+		{name: "limit above the maximum", action: Action{Limits: []Rule{rule(DimIP, MaxRuleLimit+1, time.Second)}},
+			section: "limits", index: 0, field: "limit", msg: "between 1 and"},
+		{name: "bad action name", action: Action{Limits: []Rule{rule(DimIP, 1, time.Second)}}, section: "name", index: -1},
 		{name: "failure window", action: Action{Failures: []Rule{rule(DimUser, 5, 0)}, Lockout: ladder},
 			section: "failures", index: 0, field: "window"},
 		{name: "ladder step zero", action: Action{Failures: []Rule{rule(DimUser, 5, time.Minute)}, Lockout: Lockout{Ladder: []time.Duration{time.Minute, 0}}},
@@ -90,20 +95,24 @@ func TestValidateRejects(t *testing.T) {
 		{name: "bad ledger", action: Action{Limits: []Rule{rule(DimIP, 1, time.Second)}, Lockout: Lockout{Ledger: "a|b"}},
 			section: "lockout", index: -1, field: "ledger"},
 		{name: "unknown on_store_failure", action: Action{Limits: []Rule{rule(DimIP, 1, time.Second)}, OnStoreFailure: "open"},
-			section: "on_store_failure", index: -1, msg: `unknown value "open"`},
+			section: "on_store_failure", index: -1, msg: `not "open"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := Policy{Actions: map[string]Action{"login": tt.action}}
+			name := "login"
+			if tt.section == "name" {
+				name = "log in"
+			}
+			p := Policy{Actions: map[string]Action{name: tt.action}}
 			err := p.Validate()
 			var pe *PolicyError
 			if !errors.As(err, &pe) {
 				t.Fatalf("Validate() = %v; want a *PolicyError", err)
 			}
-			if pe.Action != "login" || pe.Section != tt.section || (tt.section != "" && pe.Index != tt.index) || pe.Field != tt.field {
+			if pe.Action != name || pe.Section != tt.section || (tt.section != "" && pe.Index != tt.index) || pe.Field != tt.field {
 				t.Errorf("error at action %q %s[%d].%s; want login %s[%d].%s", pe.Action, pe.Section, pe.Index, pe.Field, tt.section, tt.index, tt.field)
 			}
-			if !strings.Contains(err.Error(), tt.msg) || !strings.Contains(err.Error(), `action "login"`) {
+			if !strings.Contains(err.Error(), tt.msg) || !strings.Contains(err.Error(), `action "`+name+`"`) {
 				t.Errorf("error %q does not name the action or lacks %q", err, tt.msg)
 			}
 		})
@@ -165,5 +174,29 @@ func TestValidateDefaultsAndLists(t *testing.T) {
 	empty := Policy{}
 	if err := empty.Validate(); err == nil {
 		t.Errorf("Validate() of an empty policy = nil; want an error")
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	p := Policy{
+		Actions: map[string]Action{
+			"login": {Limits: []Rule{
+				{Dimension: "email", Limit: 1, Window: time.Second},
+				{Dimension: DimIP, Limit: 0, Window: time.Second},
+			}},
+			"signup": {},
+		},
+		Deny: List{Users: []string{"a\x00b"}},
+	}
+	err := p.Validate()
+	if err == nil {
+		t.Fatal("Validate() = nil, want four problems")
+	}
+	if got, want := strings.Count(err.Error(), "\n")+1, 4; got != want {
+		t.Errorf("problems = %d, want %d: %v", got, want, err)
+	}
+	var pe *PolicyError
+	if !errors.As(err, &pe) || pe.Action != "login" || pe.Field != "dimension" {
+		t.Errorf("first problem = %+v, want login's dimension", pe)
 	}
 }

@@ -30,6 +30,8 @@ import (
 	"net/url"
 	"sync"
 	"time"
+
+	"github.com/guardhq/guard/sdk"
 )
 
 // Condition names a watched dependency.
@@ -50,6 +52,19 @@ const (
 	// audit_partition_recovered.
 	AuditPartition Condition = "audit_partition"
 )
+
+// Conditions lists every watched condition.
+var Conditions = []Condition{Redis, Postgres, Spool, AuditPartition}
+
+// Events lists every event the notifier can send, down and up for each of
+// Conditions (for guard_alerts_total's series).
+func Events() []string {
+	out := make([]string, 0, 2*len(Conditions))
+	for _, c := range Conditions {
+		out = append(out, c.DownEvent(), c.UpEvent())
+	}
+	return out
+}
 
 // DownEvent returns the event sent when c goes down, e.g. "redis_down".
 func (c Condition) DownEvent() string {
@@ -344,7 +359,7 @@ func (n *Notifier) result(event, result string) {
 
 // stamp formats t as RFC 3339 with milliseconds in UTC, as the API does.
 func stamp(t time.Time) string {
-	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+	return t.UTC().Format(sdk.TimeFormat)
 }
 
 // Validate reports a WebhookURL that is set but not an absolute http or

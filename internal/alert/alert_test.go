@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -432,5 +433,14 @@ func TestConfigValidate(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "secret") {
 			t.Errorf("Validate(%q) error leaks the URL path: %v", tc.url, err)
 		}
+	}
+}
+
+func TestEventsCoverEveryCondition(t *testing.T) {
+	got := Events()
+	want := []string{"redis_down", "redis_recovered", "postgres_down", "postgres_recovered",
+		"spool_full", "spool_recovered", "audit_default_partition", "audit_partition_recovered"}
+	if !slices.Equal(got, want) {
+		t.Errorf("Events() = %q, want %q", got, want)
 	}
 }

@@ -27,8 +27,10 @@ type Guard interface {
 	Check(ctx context.Context, in abuse.CheckInput) (abuse.Decision, error)
 	// Report records how an attempt ended.
 	Report(ctx context.Context, in abuse.ReportInput) (abuse.ReportOutcome, error)
-	// Lockouts lists active lockouts.
-	Lockouts(ctx context.Context, f abuse.LockoutFilter) ([]abuse.ActiveLockout, error)
+	// Lockouts lists a page of active lockouts.
+	Lockouts(ctx context.Context, f abuse.LockoutFilter) (abuse.LockoutPage, error)
+	// Lock sets a manual lockout, one entry per ledger.
+	Lock(ctx context.Context, in abuse.LockInput) ([]abuse.ActiveLockout, error)
 	// Unlock lifts lockouts; abuse.ErrNotFound when nothing was locked.
 	Unlock(ctx context.Context, in abuse.UnlockInput) error
 	// Policy is the effective policy.
@@ -93,8 +95,13 @@ type Config struct {
 	Keys []Key
 	// ForwardAuth configures GET /v1/forward-auth.
 	ForwardAuth ForwardAuthConfig
-	// Exports bounds the NDJSON/CSV exports of GET /v1/audit.
+	// Exports bounds the NDJSON/CSV exports of GET /v1/audit and /ui/export.
 	Exports ExportConfig
+	// SessionSecret signs review page session cookies and CSRF tokens.
+	// Every instance behind one load balancer needs the same one (derive
+	// it from key_secret); empty means a random secret per process, so a
+	// session is only valid on the instance that started it.
+	SessionSecret []byte
 }
 
 // ExportConfig bounds audit exports, which stream for as long as the
@@ -110,16 +117,20 @@ type ExportConfig struct {
 	WriteTimeout time.Duration
 }
 
-// ForwardAuthConfig says where forward-auth finds the subject.
+// ForwardAuthConfig says where forward-auth finds the subject and how it
+// answers. The yaml tags are the config file's forward_auth keys.
 type ForwardAuthConfig struct {
 	// UserHeader carries the user; default "X-Guard-User".
-	UserHeader string
+	UserHeader string `yaml:"user_header"`
 	// DeviceHeader carries the device; default "X-Guard-Device".
-	DeviceHeader string
-	// TrustedProxies are addresses or CIDRs (e.g. "10.0.0.0/8") of the
-	// proxies whose X-Forwarded-For and X-Real-IP are believed. None by
-	// default, loopback included.
-	TrustedProxies []string
+	DeviceHeader string `yaml:"device_header"`
+	// TrustedProxies are the networks of the proxies whose X-Forwarded-For
+	// and X-Real-IP are believed. None by default, loopback included.
+	TrustedProxies []netip.Prefix `yaml:"trusted_proxies"`
+	// AllowStatus is the status of an allowed attempt: 204 (default) or
+	// 200 (for Envoy ext_authz, which takes every other status for a
+	// denial).
+	AllowStatus int `yaml:"allow_status"`
 }
 
 // Deps are the API's collaborators.
@@ -162,6 +173,10 @@ type server struct {
 	observe func(action, decision, reason string, degraded bool, d time.Duration)
 	ui      *uiTemplates
 	exports exportLimits
+	sess    *sessions
+	// exact is set when audit events hold keyed hashes (pseudonymize):
+	// review links then match identifiers as stored.
+	exact bool
 }
 
 // New returns Guard's HTTP handler. It validates cfg (key names, key
@@ -204,11 +219,14 @@ func New(logger *slog.Logger, cfg Config, deps Deps) (http.Handler, error) {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
-	ui, err := parseUITemplates()
+	ps, _ := deps.Guard.(interface{ Pseudonymized() bool })
+	exact := ps != nil && ps.Pseudonymized()
+	ui, err := parseUITemplates(exact)
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	s := &server{log: logger, keys: keys, fwd: fwd, deps: deps, now: deps.Now, ui: ui,
+	s := &server{log: logger, keys: keys, fwd: fwd, deps: deps, now: deps.Now, ui: ui, exact: exact,
+		sess:    newSessions(cfg.SessionSecret, deps.Now),
 		observe: func(string, string, string, bool, time.Duration) {},
 		exports: newExportLimits(cfg.Exports)}
 	if deps.Observer != nil {

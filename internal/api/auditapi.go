@@ -144,6 +144,19 @@ func (s *server) auditFilter(c *gin.Context) (audit.Filter, error) {
 	if err != nil {
 		return audit.Filter{}, err
 	}
+	return s.buildAuditFilter(q, func(name, v string) (time.Time, error) {
+		at, err := parseQueryTime(v)
+		if err != nil {
+			return at, badRequest(name, name+" must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
+		}
+		return at, nil
+	})
+}
+
+// buildAuditFilter validates the audit filter parameters in q; parseTime
+// reads since and until (the review pages accept more forms than the API).
+func (s *server) buildAuditFilter(q map[string]*string, parseTime func(name, v string) (time.Time, error)) (audit.Filter, error) {
+	var err error
 	get := func(k string) string {
 		if v := q[k]; v != nil {
 			return *v
@@ -195,9 +208,9 @@ func (s *server) auditFilter(c *gin.Context) (audit.Filter, error) {
 		dst  *time.Time
 	}{{"since", &f.Since}, {"until", &f.Until}} {
 		if v := get(t.name); v != "" {
-			at, err := parseQueryTime(v)
+			at, err := parseTime(t.name, v)
 			if err != nil {
-				return f, badRequest(t.name, t.name+" must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
+				return f, err
 			}
 			*t.dst = at.UTC()
 		}

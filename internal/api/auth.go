@@ -3,9 +3,10 @@ package api
 import (
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -18,19 +19,100 @@ const (
 	ScopeAdmin     = "admin"
 )
 
-// Key is one API key from the config file. Exactly one of Key (the
-// plaintext) and KeySHA256 (the hex SHA-256 of it) is set.
+// Scopes lists every scope, in the order messages name them.
+var Scopes = []string{ScopeCheck, ScopeAuditRead, ScopeAdmin}
+
+// Key is one configured API key. Exactly one of Key (the plaintext) and
+// SHA256 (its digest, as the config file's key_sha256 gives it) is set; the
+// API keeps only the digest.
 type Key struct {
 	// Name identifies the key in logs and the audit trail; required and
 	// unique.
 	Name string
 	// Scopes holds ScopeCheck, ScopeAuditRead and/or ScopeAdmin; at least
-	// one.
+	// one, each once.
 	Scopes []string
 	// Key is the plaintext key.
 	Key string
-	// KeySHA256 is the lowercase or uppercase hex SHA-256 of the key.
-	KeySHA256 string
+	// SHA256 is the SHA-256 of the key.
+	SHA256 [sha256.Size]byte
+}
+
+// Digest is the key's SHA-256, from whichever form it was given in.
+func (k Key) Digest() [sha256.Size]byte {
+	if k.Key != "" {
+		return sha256.Sum256([]byte(k.Key))
+	}
+	return k.SHA256
+}
+
+// KeyError is one problem of the configured keys. It says where the
+// problem is, so internal/config can point at the config file's line.
+type KeyError struct {
+	// Index is the key's position in Config.Keys.
+	Index int
+	// Field is "name", "scopes" or "key".
+	Field string
+	// Message says what is wrong.
+	Message string
+	// Prior, when >= 0, is the position of the key this one clashes with
+	// (a name or a key used twice).
+	Prior int
+}
+
+func (e *KeyError) Error() string {
+	msg := fmt.Sprintf("api key %d: %s", e.Index, e.Message)
+	if e.Prior >= 0 {
+		msg += fmt.Sprintf(" by api key %d", e.Prior)
+	}
+	return msg
+}
+
+// ValidateKeys checks keys: names required and unique, at least one known
+// scope each (none twice), exactly one of Key and SHA256, no key configured
+// twice. The error joins one *KeyError per problem.
+func ValidateKeys(keys []Key) error {
+	var errs []error
+	fail := func(i int, field string, prior int, format string, args ...any) {
+		errs = append(errs, &KeyError{Index: i, Field: field, Prior: prior, Message: fmt.Sprintf(format, args...)})
+	}
+	names := map[string]int{}
+	digests := map[[sha256.Size]byte]int{}
+	for i, k := range keys {
+		if k.Name == "" {
+			fail(i, "name", -1, "name is required")
+		} else if j, dup := names[k.Name]; dup {
+			fail(i, "name", j, "key name %q is already used", k.Name)
+		} else {
+			names[k.Name] = i
+		}
+		if len(k.Scopes) == 0 {
+			fail(i, "scopes", -1, "scopes are required (%s)", strings.Join(Scopes, ", "))
+		}
+		seen := map[string]bool{}
+		for _, s := range k.Scopes {
+			if !slices.Contains(Scopes, s) {
+				fail(i, "scopes", -1, "unknown scope %q (known: %s)", s, strings.Join(Scopes, ", "))
+			} else if seen[s] {
+				fail(i, "scopes", -1, "scope %q is listed twice", s)
+			}
+			seen[s] = true
+		}
+		switch {
+		case k.Key != "" && k.SHA256 != [sha256.Size]byte{}:
+			fail(i, "key", -1, "give the key or its SHA-256, not both")
+			continue
+		case k.Key == "" && k.SHA256 == [sha256.Size]byte{}:
+			fail(i, "key", -1, "the key (or its SHA-256) is required")
+			continue
+		}
+		d := k.Digest()
+		if j, dup := digests[d]; dup {
+			fail(i, "key", j, "the same key is already configured")
+		}
+		digests[d] = i
+	}
+	return errors.Join(errs...)
 }
 
 // apiKey is a configured key as the middleware compares it.
@@ -44,42 +126,14 @@ func (k apiKey) has(scope string) bool { return k.scopes[ScopeAdmin] || k.scopes
 
 // compileKeys validates the configured keys and keeps only their digests.
 func compileKeys(keys []Key) ([]apiKey, error) {
+	if err := ValidateKeys(keys); err != nil {
+		return nil, err
+	}
 	out := make([]apiKey, 0, len(keys))
-	names := map[string]bool{}
-	for i, k := range keys {
-		if k.Name == "" {
-			return nil, fmt.Errorf("api key %d: name is required", i)
-		}
-		if names[k.Name] {
-			return nil, fmt.Errorf("api key %q: name is used twice", k.Name)
-		}
-		names[k.Name] = true
-		ak := apiKey{name: k.Name, scopes: map[string]bool{}}
-		switch {
-		case k.Key != "" && k.KeySHA256 != "":
-			return nil, fmt.Errorf("api key %q: set key or key_sha256, not both", k.Name)
-		case k.Key != "":
-			ak.digest = sha256.Sum256([]byte(k.Key))
-		case k.KeySHA256 != "":
-			b, err := hex.DecodeString(k.KeySHA256)
-			if err != nil || len(b) != sha256.Size {
-				return nil, fmt.Errorf("api key %q: key_sha256 must be 64 hex digits", k.Name)
-			}
-			copy(ak.digest[:], b)
-		default:
-			return nil, fmt.Errorf("api key %q: key or key_sha256 is required", k.Name)
-		}
-		if len(k.Scopes) == 0 {
-			return nil, fmt.Errorf("api key %q: at least one scope is required", k.Name)
-		}
+	for _, k := range keys {
+		ak := apiKey{name: k.Name, digest: k.Digest(), scopes: map[string]bool{}}
 		for _, s := range k.Scopes {
-			switch s {
-			case ScopeCheck, ScopeAuditRead, ScopeAdmin:
-				ak.scopes[s] = true
-			default:
-				return nil, fmt.Errorf("api key %q: unknown scope %q (want %s, %s or %s)",
-					k.Name, s, ScopeCheck, ScopeAuditRead, ScopeAdmin)
-			}
+			ak.scopes[s] = true
 		}
 		out = append(out, ak)
 	}

@@ -136,7 +136,7 @@ func (s *server) handleReport(c *gin.Context) {
 		writeError(c, dependency(err))
 		return
 	}
-	c.JSON(http.StatusOK, sdk.ReportResponse{Lockout: wireLockout(out.Lockout)})
+	c.JSON(http.StatusOK, reportJSON{Lockout: encodeLockout(wireLockout(out.Lockout))})
 }
 
 // setDecisionHeaders sets RateLimit-Policy and RateLimit (every evaluated

@@ -16,8 +16,9 @@ import (
 )
 
 // TestAppendCheckResponseMatchesEncodingJSON: the hand-written check
-// answer is byte for byte what json.Marshal writes, for the shapes the
-// API produces and for strings that need every kind of escaping.
+// answer is byte for byte what json.Marshal writes of the SDK type, for the
+// shapes the API produces and for strings that need every kind of
+// escaping; a lockout's time is in sdk.TimeFormat (wantCheckJSON).
 func TestAppendCheckResponseMatchesEncodingJSON(t *testing.T) {
 	until := time.Date(2026, 11, 30, 6, 0, 1, 234567891, time.FixedZone("x", 3600))
 	tests := []struct {
@@ -43,15 +44,27 @@ func TestAppendCheckResponseMatchesEncodingJSON(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			want, err := json.Marshal(tt.r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := tt.r.AppendJSON(nil); !bytes.Equal(got, want) {
-				t.Errorf("AppendJSON =\n%s\nwant (encoding/json)\n%s", got, want)
+			want := wantCheckJSON(t, tt.r)
+			if got := appendCheckResponse(nil, &tt.r); !bytes.Equal(got, want) {
+				t.Errorf("appendCheckResponse =\n%s\nwant (encoding/json)\n%s", got, want)
 			}
 		})
 	}
+}
+
+// wantCheckJSON is json.Marshal(r) with the lockout as the server writes
+// it (encodeLockout: the until time in sdk.TimeFormat).
+func wantCheckJSON(t *testing.T, r sdk.CheckResponse) []byte {
+	t.Helper()
+	type answer struct {
+		sdk.CheckResponse
+		Lockout *lockoutJSON `json:"lockout"` // shadows the embedded field
+	}
+	want, err := json.Marshal(answer{r, encodeLockout(r.Lockout)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return want
 }
 
 // TestAppendCheckResponseFromDecisions runs real decisions through
@@ -75,12 +88,9 @@ func TestAppendCheckResponseFromDecisions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := checkResponse(tt.d)
-			want, err := json.Marshal(r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := r.AppendJSON([]byte("prefix")); !bytes.Equal(got, append([]byte("prefix"), want...)) {
-				t.Errorf("AppendJSON =\n%s\nwant prefix+\n%s", got, want)
+			want := wantCheckJSON(t, r)
+			if got := appendCheckResponse([]byte("prefix"), &r); !bytes.Equal(got, append([]byte("prefix"), want...)) {
+				t.Errorf("appendCheckResponse =\n%s\nwant prefix+\n%s", got, want)
 			}
 		})
 	}
@@ -102,7 +112,7 @@ func TestCheckAnswerWire(t *testing.T) {
 	if got, want := w.Header().Get("Content-Type"), "application/json; charset=utf-8"; got != want {
 		t.Errorf("Content-Type = %q; want %q", got, want)
 	}
-	want, _ := json.Marshal(checkResponse(d))
+	want := wantCheckJSON(t, checkResponse(d))
 	if got, _ := io.ReadAll(w.Body); !bytes.Equal(got, want) {
 		t.Errorf("body =\n%s\nwant\n%s", got, want)
 	}

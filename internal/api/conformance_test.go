@@ -55,6 +55,11 @@ func TestHeadOnEveryGetRoute(t *testing.T) {
 		{"/v1/policy", keyAdmin},
 		{"/v1/lockouts", keyAdmin},
 		{"/ui/events", keyAudit},
+		{"/ui/", keyAudit},
+		{"/ui/lockouts", keyAdmin},
+		{"/ui/login", ""},
+		{"/ui/static/guard.css", ""},
+		{"/ui/export?format=csv", keyAudit},
 		{"/v1/audit?limit=0", keyAudit}, // an error answers HEAD too
 		{"/v1/audit", ""},
 	} {

@@ -2,18 +2,17 @@ package api
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // MaxBodyBytes is the largest request body Guard reads (8 KiB); larger
@@ -72,64 +71,179 @@ func decodeBody(c *gin.Context, dst any) error {
 	return decodeStrict(body, dst)
 }
 
-// decodeStrict decodes one JSON object into dst, stricter than
-// encoding/json: the body must be one object and nothing after it; its
-// keys must match dst's json names exactly (encoding/json would accept
-// "ACTION" for "action") and appear once; strings must be valid UTF-8
-// without NUL or lone surrogate escapes (encoding/json silently turns
-// those into U+FFFD, so two different inputs would collide); values must
-// have the field's type. Every failure is a 400 *Error naming the field
-// when one is at fault.
+// decodeStrict decodes one JSON object into dst, a pointer to a struct
+// with json tags, with github.com/go-json-experiment/json (what becomes
+// encoding/json/v2), whose defaults are already strict where
+// encoding/json is not: keys must match dst's json names exactly
+// (encoding/json would take "ACTION" for "action") and appear once;
+// strings must be valid UTF-8 without lone surrogate escapes
+// (encoding/json silently turns those into U+FFFD, so two different inputs
+// would collide) or raw control characters; one value and nothing after
+// it. On top of that: the body must be an object, unknown keys are
+// refused, and no string may hold NUL (Postgres cannot store it). Every
+// failure is a 400 *Error naming the field when one is at fault.
 func decodeStrict(body []byte, dst any) error {
-	if len(bytes.TrimSpace(body)) == 0 {
+	i := skipSpace(body, 0)
+	if i == len(body) {
 		return badRequest("", "request body is empty; expected a JSON object")
 	}
-	fields := jsonFields(dst)
-	var keyArr [8]string // room for every key of the request types
-	keys, err := scanObject(body, fields.list, keyArr[:0])
-	if err != nil {
-		return err
+	if body[i] != '{' {
+		return badRequest("", "request body must be a JSON object")
 	}
-	for i, k := range keys {
-		if !fields.set[k] {
-			return badRequest(k, fmt.Sprintf("unknown field %q", k))
+	if err := json.Unmarshal(body, dst, json.RejectUnknownMembers(true)); err != nil {
+		return decodeError(err, dst)
+	}
+	// An escaped \u0000 is valid JSON; a raw NUL is a control character
+	// the decoder has refused already.
+	if bytes.Contains(body, []byte(`\u0000`)) {
+		if field, ok := nulField(dst); ok {
+			return badRequest(field, field+" must not contain NUL")
 		}
-		// Every key before this one is allowed and distinct, so this scan
-		// is at most as long as dst has fields.
-		if slices.Contains(keys[:i], k) {
-			return badRequest(k, fmt.Sprintf("field %q appears more than once", k))
-		}
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		return decodeError(err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return badRequest("", "unexpected data after the JSON object")
 	}
 	return nil
 }
 
-// decodeError turns an encoding/json error into a 400 *Error.
-func decodeError(err error) error {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		field := te.Field
-		return badRequest(field, fmt.Sprintf("%s must be %s, not %s", field, typeName(te.Type), te.Value))
+// nulField finds a top-level field of dst (a pointer to a struct) with a
+// string anywhere in it that holds a NUL, and returns its json name.
+func nulField(dst any) (string, bool) {
+	v := reflect.ValueOf(dst).Elem()
+	names := jsonFields(dst).byIndex
+	for i := range v.NumField() {
+		if names[i] != "" && hasNUL(v.Field(i)) {
+			return names[i], true
+		}
 	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return badRequest("", fmt.Sprintf("malformed JSON at byte %d: %s", se.Offset, se.Error()))
+	return "", false
+}
+
+// hasNUL reports whether any string in v holds a NUL.
+func hasNUL(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.String:
+		return strings.IndexByte(v.String(), 0) >= 0
+	case reflect.Pointer, reflect.Interface:
+		return !v.IsNil() && hasNUL(v.Elem())
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if hasNUL(v.Field(i)) {
+				return true
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			if hasNUL(v.Index(i)) {
+				return true
+			}
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			if hasNUL(it.Key()) || hasNUL(it.Value()) {
+				return true
+			}
+		}
 	}
-	if errors.Is(err, io.ErrUnexpectedEOF) {
+	return false
+}
+
+// decodeError turns a decoding error into a 400 *Error, naming the
+// top-level field it is in.
+func decodeError(err error, dst any) error {
+	var se *jsontext.SyntacticError
+	var me *json.SemanticError
+	switch {
+	case errors.As(err, &se):
+		field := topField(se.JSONPointer, dst)
+		switch {
+		case errors.Is(se.Err, jsontext.ErrDuplicateName):
+			name := se.JSONPointer.LastToken()
+			if !jsonFields(dst).set[name] {
+				return badRequest(name, fmt.Sprintf("unknown field %q", name))
+			}
+			return badRequest(name, fmt.Sprintf("field %q appears more than once", name))
+		case se.Err != nil && strings.Contains(se.Err.Error(), "invalid UTF-8"):
+			if field == "" {
+				return badRequest("", "a string is not valid UTF-8")
+			}
+			return badRequest(field, field+" is not valid UTF-8")
+		case se.Err != nil && isSurrogateEscape(se.Err.Error()):
+			if field == "" {
+				return badRequest("", "a string contains a lone surrogate escape")
+			}
+			return badRequest(field, field+" contains a lone surrogate escape")
+		case se.Err != nil && strings.Contains(se.Err.Error(), "control character"):
+			if field == "" {
+				return badRequest("", "a string contains a raw control character")
+			}
+			return badRequest(field, field+" contains a raw control character")
+		case errors.Is(se.Err, io.ErrUnexpectedEOF):
+			return badRequest("", "malformed JSON: unexpected end of input")
+		}
+		if se.JSONPointer == "" && se.ByteOffset > 0 && strings.Contains(se.Error(), "after top-level value") {
+			return badRequest("", "unexpected data after the JSON object")
+		}
+		return badRequest(field, fmt.Sprintf("malformed JSON at byte %d", se.ByteOffset))
+	case errors.As(err, &me):
+		if errors.Is(me.Err, json.ErrUnknownName) {
+			name := me.JSONPointer.LastToken()
+			return badRequest(name, fmt.Sprintf("unknown field %q", name))
+		}
+		field := topField(me.JSONPointer, dst)
+		if field == "" {
+			return badRequest("", "malformed JSON")
+		}
+		return badRequest(field, fmt.Sprintf("%s must be %s, not %s", field, typeName(me.GoType), kindName(me.JSONKind)))
+	case errors.Is(err, io.ErrUnexpectedEOF):
 		return badRequest("", "malformed JSON: unexpected end of input")
 	}
-	if msg := err.Error(); strings.HasPrefix(msg, "json: unknown field ") {
-		field := strings.Trim(strings.TrimPrefix(msg, "json: unknown field "), `"`)
-		return badRequest(field, fmt.Sprintf("unknown field %q", field))
-	}
 	return badRequest("", "malformed JSON")
+}
+
+// isSurrogateEscape reports whether an invalid escape sequence error is
+// about a UTF-16 surrogate half (\uD800 to \uDFFF) without its partner.
+func isSurrogateEscape(msg string) bool {
+	if strings.Contains(msg, "surrogate") {
+		return true
+	}
+	if !strings.Contains(msg, "invalid escape sequence") {
+		return false
+	}
+	m := strings.ToLower(msg)
+	for _, p := range []string{`\\ud8`, `\\ud9`, `\\uda`, `\\udb`, `\\udc`, `\\udd`, `\\ude`, `\\udf`} {
+		if strings.Contains(m, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// topField is the known top-level field a JSON pointer is in, or "".
+func topField(p jsontext.Pointer, dst any) string {
+	for tok := range p.Tokens() {
+		if jsonFields(dst).set[tok] {
+			return tok
+		}
+		return ""
+	}
+	return ""
+}
+
+// kindName says what a JSON value was, for type errors.
+func kindName(k jsontext.Kind) string {
+	switch k {
+	case '"':
+		return "a string"
+	case '0':
+		return "a number"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	}
+	return "another value"
 }
 
 func typeName(t reflect.Type) string {
@@ -157,15 +271,14 @@ func typeName(t reflect.Type) string {
 }
 
 // fieldNames caches jsonFields by type: the request types are few and
-// fixed, and walking their tags by reflection on every request was a
-// measurable share of decoding. Values are *fieldSet, never modified once
-// stored.
+// fixed. Values are *fieldSet, never modified once stored.
 var fieldNames sync.Map
 
-// fieldSet is the json names of a struct type, as a set and as a list.
+// fieldSet is the json names of a struct type: as a set, and by field
+// index ("" for a field without one).
 type fieldSet struct {
-	set  map[string]bool
-	list []string
+	set     map[string]bool
+	byIndex []string
 }
 
 // jsonFields returns the json names of the struct dst points to. The
@@ -175,195 +288,30 @@ func jsonFields(dst any) *fieldSet {
 	if v, ok := fieldNames.Load(t); ok {
 		return v.(*fieldSet)
 	}
-	fs := &fieldSet{set: structFieldNames(t)}
-	for name := range fs.set {
-		fs.list = append(fs.list, name)
-	}
-	slices.Sort(fs.list)
-	fieldNames.Store(t, fs)
-	return fs
-}
-
-func structFieldNames(t reflect.Type) map[string]bool {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	names := map[string]bool{}
-	if t.Kind() != reflect.Struct {
-		return names
-	}
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		switch name {
-		case "-":
-			continue
-		case "":
-			name = f.Name
-		}
-		names[name] = true
-	}
-	return names
-}
-
-// scanObject checks that body starts a JSON object, appends its top-level
-// keys in order (raw duplicates included) to keys and returns them, and
-// rejects any string, key or
-// value, holding invalid UTF-8, a NUL (raw or escaped), a raw control
-// character or a lone surrogate escape. The error names the top-level
-// field the bad string belongs to. Syntax errors are left to
-// encoding/json, which runs next; scanObject only has to never misread a
-// well-formed document and never panic on a malformed one.
-// A key equal to one of names is returned as that string, without
-// allocating a copy.
-func scanObject(body []byte, names, keys []string) ([]string, error) {
-	i := skipSpace(body, 0)
-	if i >= len(body) || body[i] != '{' {
-		return nil, badRequest("", "request body must be a JSON object")
-	}
-	depth := 0
-	expectKey := false
-	field := ""
-	for i < len(body) {
-		switch body[i] {
-		case '"':
-			end, problem := scanString(body, i)
-			isKey := depth == 1 && expectKey
-			if problem != "" {
-				if isKey {
-					return nil, badRequest("", "an object key "+problem)
-				}
-				if field == "" {
-					return nil, badRequest("", "a string "+problem)
-				}
-				return nil, badRequest(field, field+" "+problem)
-			}
-			if isKey {
-				var k string
-				if end-i >= 2 && body[end-1] == '"' && bytes.IndexByte(body[i+1:end-1], '\\') < 0 {
-					// No escapes, and scanString has checked the bytes are
-					// valid UTF-8 without control characters: exactly what
-					// encoding/json would return, without its machinery.
-					k = knownOr(names, body[i+1:end-1])
-				} else {
-					// Declared here so that only escaped keys pay for the
-					// heap variable Unmarshal needs.
-					var esc string
-					if json.Unmarshal(body[i:end], &esc) != nil {
-						return keys, nil // malformed; encoding/json will say how
-					}
-					k = esc
-				}
-				keys = append(keys, k)
-				field = k
-				expectKey = false
-			}
-			i = end
-			continue
-		case '{', '[':
-			depth++
-			if depth == 1 {
-				expectKey = true
-			}
-		case '}', ']':
-			depth--
-		case ',':
-			if depth == 1 {
-				expectKey = true
-			}
-		}
-		i++
-	}
-	return keys, nil
-}
-
-// knownOr returns the element of names equal to raw, else a copy of raw.
-func knownOr(names []string, raw []byte) string {
-	for _, n := range names {
-		if n == string(raw) {
-			return n
-		}
-	}
-	return string(raw)
-}
-
-// scanString scans the JSON string starting at body[start] (a quote) and
-// returns the index after its closing quote and a description of what is
-// wrong with it, or "".
-func scanString(body []byte, start int) (end int, problem string) {
-	i := start + 1
-	for i < len(body) {
-		b := body[i]
-		switch {
-		case b == '"':
-			return i + 1, ""
-		case b == '\\':
-			if i+1 >= len(body) {
-				return len(body), ""
-			}
-			if body[i+1] != 'u' {
-				i += 2
+	fs := &fieldSet{set: map[string]bool{}}
+	if t.Kind() == reflect.Struct {
+		fs.byIndex = make([]string, t.NumField())
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
 				continue
 			}
-			r, ok := hex4(body, i+2)
-			if !ok {
-				return len(body), "" // malformed escape: a syntax error
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			switch name {
+			case "-":
+				continue
+			case "":
+				name = f.Name
 			}
-			switch {
-			case r == 0:
-				return 0, "must not contain NUL"
-			case r >= 0xD800 && r < 0xDC00:
-				if i+12 <= len(body) && body[i+6] == '\\' && body[i+7] == 'u' {
-					if lo, ok := hex4(body, i+8); ok && lo >= 0xDC00 && lo <= 0xDFFF {
-						i += 12
-						continue
-					}
-				}
-				return 0, "contains a lone surrogate escape"
-			case r >= 0xDC00 && r <= 0xDFFF:
-				return 0, "contains a lone surrogate escape"
-			}
-			i += 6
-		case b == 0:
-			return 0, "must not contain NUL"
-		case b < 0x20:
-			return 0, "contains a raw control character"
-		case b >= utf8.RuneSelf:
-			r, size := utf8.DecodeRune(body[i:])
-			if r == utf8.RuneError && size <= 1 {
-				return 0, "is not valid UTF-8"
-			}
-			i += size
-		default:
-			i++
+			fs.set[name] = true
+			fs.byIndex[i] = name
 		}
 	}
-	return len(body), ""
-}
-
-// hex4 parses the four hex digits at body[i:i+4].
-func hex4(body []byte, i int) (rune, bool) {
-	if i+4 > len(body) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range body[i : i+4] {
-		r <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			r |= rune(c - '0')
-		case c >= 'a' && c <= 'f':
-			r |= rune(c-'a') + 10
-		case c >= 'A' && c <= 'F':
-			r |= rune(c-'A') + 10
-		default:
-			return 0, false
-		}
-	}
-	return r, true
+	fieldNames.Store(reflect.TypeOf(dst), fs)
+	return fs
 }
 
 func skipSpace(b []byte, i int) int {

@@ -3,11 +3,14 @@ package api
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	stdjson "encoding/json"
+	"errors"
+	"io"
 	"net/http"
-	"slices"
+	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/guardhq/guard/internal/abuse"
 	"github.com/guardhq/guard/sdk"
@@ -175,55 +178,6 @@ func TestBodyTooLargeByContentLength(t *testing.T) {
 	}
 }
 
-// FuzzScanObjectKeys: for any JSON object scanObject accepts, the keys it
-// reports are the top-level keys encoding/json reads, in order (the
-// fast path that copies an unescaped key must agree with unquoting).
-func FuzzScanObjectKeys(f *testing.F) {
-	for _, s := range []string{
-		`{"action":"login","user":"a"}`, `{"a\u0062":1,"é":{"x":[1,"y"]},"":null}`, `{"\"":1,"\\":2}`,
-		`{"a":{"b":"c"},"a":1}`, "{\"\xff\":1}", `{"\ud83d\ude00":true}`, `{ "k" : "v" , "l" : [ ] }`,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		keys, err := scanObject(body, []string{"action", "user", "ip"}, nil)
-		if err != nil || !json.Valid(body) {
-			return
-		}
-		dec := json.NewDecoder(bytes.NewReader(body))
-		var want []string
-		depth := 0
-		expectKey := false
-		for {
-			tok, err := dec.Token()
-			if err != nil {
-				break
-			}
-			switch v := tok.(type) {
-			case json.Delim:
-				if v == '{' || v == '[' {
-					depth++
-					expectKey = depth == 1 && v == '{'
-					continue
-				}
-				depth--
-			case string:
-				if depth == 1 && expectKey {
-					want = append(want, v)
-					expectKey = false
-					continue
-				}
-			}
-			if depth == 1 {
-				expectKey = true
-			}
-		}
-		if !slices.Equal(keys, want) {
-			t.Fatalf("scanObject(%q) keys = %q; encoding/json reads %q", body, keys, want)
-		}
-	})
-}
-
 // BenchmarkDecodeStrict decodes a typical check body: the strict scan,
 // the key checks and encoding/json.
 func BenchmarkDecodeStrict(b *testing.B) {
@@ -232,6 +186,138 @@ func BenchmarkDecodeStrict(b *testing.B) {
 		var req sdk.CheckRequest
 		if err := decodeStrict(body, &req); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// FuzzDecodeStrict holds decodeStrict to encoding/json from both sides:
+// whatever it accepts, encoding/json decodes to the same value; and every
+// body that is valid by the contract (one object, known keys exactly
+// spelled and once, valid UTF-8, no NUL, no lone surrogate) is accepted.
+// A valid body is also made from every value encoding/json reads, by
+// encoding that value again, so the second direction is exercised on
+// more than the inputs that happen to be valid.
+func FuzzDecodeStrict(f *testing.F) {
+	for _, s := range []string{
+		`{"action":"login","user":"alice@example.com","ip":"203.0.113.7","device":"d-4f1c","cost":1,"dry_run":false}`,
+		`{"action":"login","user":"\ud83d\ude00"}`, `{"action":"login","user":"\ud800"}`, `{"action":"a\u0000"}`,
+		`{"action":"login","user":null}`, `{"ACTION":"login"}`, `{"action":"a","action":"b"}`, "{\"action\":\"\xff\"}",
+		`{"action":"login","cost":1e2}`, `{"action":"login","cost":-0}`, `{"action":"x"} `, `{"action":"\u00e9\/"}`,
+		`{"action":"login","user":"\ufffd"}`, `{"action":"login","dry_run":null,"cost":null}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var got sdk.CheckRequest
+		gotErr := decodeStrict(body, &got)
+		var want sdk.CheckRequest
+		dec := stdjson.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		wantErr := dec.Decode(&want)
+		if wantErr == nil {
+			if _, err := dec.Token(); err != io.EOF {
+				wantErr = errors.New("trailing data")
+			}
+		}
+		if gotErr == nil {
+			if wantErr != nil {
+				t.Fatalf("decodeStrict accepted %q; encoding/json: %v", body, wantErr)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("decodeStrict(%q) = %+v; encoding/json %+v", body, got, want)
+			}
+		} else if wantErr == nil && contractValid(body, want) {
+			t.Fatalf("decodeStrict refused valid %q: %v", body, gotErr)
+		}
+		if wantErr != nil || !validText(want) {
+			return
+		}
+		canonical, err := stdjson.Marshal(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var again sdk.CheckRequest
+		if err := decodeStrict(canonical, &again); err != nil || !reflect.DeepEqual(again, want) {
+			t.Fatalf("decodeStrict(%s) = %+v, %v; want %+v (encoding/json's own encoding of %q)", canonical, again, err, want, body)
+		}
+	})
+}
+
+// validText reports whether every string of r is valid UTF-8 without NUL
+// and without U+FFFD (which encoding/json substitutes for what is invalid).
+func validText(r sdk.CheckRequest) bool {
+	for _, p := range []*string{&r.Action, r.User, r.IP, r.Device} {
+		if p != nil && (!utf8.ValidString(*p) || strings.ContainsAny(*p, "\x00\ufffd")) {
+			return false
+		}
+	}
+	return true
+}
+
+// contractValid is the contract's idea of a valid body, decided without
+// decodeStrict: encoding/json reads it (known fields), the text is valid
+// UTF-8 with no U+FFFD at all (so none was substituted), no string holds
+// NUL, and its top-level keys are exact field names, each once.
+func contractValid(body []byte, decoded sdk.CheckRequest) bool {
+	if !utf8.Valid(body) || bytes.Contains(body, []byte("\ufffd")) || bytes.Contains(bytes.ToLower(body), []byte(`\ufffd`)) || !validText(decoded) {
+		return false
+	}
+	dec := stdjson.NewDecoder(bytes.NewReader(body))
+	seen := map[string]bool{}
+	depth, expectKey := 0, false
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return err == io.EOF
+		}
+		switch v := tok.(type) {
+		case stdjson.Delim:
+			if v == '{' || v == '[' {
+				depth++
+				expectKey = depth == 1 && v == '{'
+				continue
+			}
+			depth--
+		case string:
+			if depth == 1 && expectKey {
+				if seen[v] || !jsonFields(&decoded).set[v] {
+					return false
+				}
+				seen[v] = true
+				expectKey = false
+				continue
+			}
+		}
+		if depth == 1 {
+			expectKey = true
+		}
+	}
+}
+
+func TestDecodeStrictFindsNULAnywhere(t *testing.T) {
+	type request struct {
+		Name string            `json:"name"`
+		Tags []string          `json:"tags"`
+		Meta map[string]string `json:"meta"`
+	}
+	tests := []struct{ body, field string }{
+		{`{"name":"a\u0000"}`, "name"},
+		{`{"name":"a","tags":["x","y\u0000"]}`, "tags"},
+		{`{"meta":{"k\u0000":"v"}}`, "meta"},
+		{`{"name":"\\u0000 is text here"}`, ""},
+	}
+	for _, tt := range tests {
+		var dst request
+		err := decodeStrict([]byte(tt.body), &dst)
+		var e *Error
+		if tt.field == "" {
+			if err != nil {
+				t.Errorf("%s: %v, want it accepted", tt.body, err)
+			}
+			continue
+		}
+		if !errors.As(err, &e) || e.Field != tt.field {
+			t.Errorf("%s: error %v, want one naming field %s", tt.body, err, tt.field)
 		}
 	}
 }

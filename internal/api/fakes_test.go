@@ -5,10 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -29,10 +31,23 @@ func sha256Hex(s string) string {
 	return hex.EncodeToString(d[:])
 }
 
+// mustPrefixes parses addresses or CIDRs as the config file gives them.
+func mustPrefixes(ss ...string) []netip.Prefix {
+	out := make([]netip.Prefix, len(ss))
+	for i, s := range ss {
+		p, err := prefixOf(s)
+		if err != nil {
+			panic(err)
+		}
+		out[i] = p
+	}
+	return out
+}
+
 func testConfig() Config {
 	return Config{Keys: []Key{
 		{Name: "auth-service", Scopes: []string{ScopeCheck}, Key: keyCheck},
-		{Name: "secteam", Scopes: []string{ScopeAuditRead}, KeySHA256: sha256Hex(keyAudit)},
+		{Name: "secteam", Scopes: []string{ScopeAuditRead}, SHA256: sha256.Sum256([]byte(keyAudit))},
 		{Name: "ops", Scopes: []string{ScopeAdmin}, Key: keyAdmin},
 	}}
 }
@@ -42,8 +57,9 @@ func testConfig() Config {
 type fakeGuard struct {
 	check    func(context.Context, abuse.CheckInput) (abuse.Decision, error)
 	report   func(context.Context, abuse.ReportInput) (abuse.ReportOutcome, error)
-	lockouts func(context.Context, abuse.LockoutFilter) ([]abuse.ActiveLockout, error)
+	lockouts func(context.Context, abuse.LockoutFilter) (abuse.LockoutPage, error)
 	unlock   func(context.Context, abuse.UnlockInput) error
+	lock     func(context.Context, abuse.LockInput) ([]abuse.ActiveLockout, error)
 	policy   abuse.Policy
 }
 
@@ -61,11 +77,18 @@ func (g *fakeGuard) Report(ctx context.Context, in abuse.ReportInput) (abuse.Rep
 	return g.report(ctx, in)
 }
 
-func (g *fakeGuard) Lockouts(ctx context.Context, f abuse.LockoutFilter) ([]abuse.ActiveLockout, error) {
+func (g *fakeGuard) Lockouts(ctx context.Context, f abuse.LockoutFilter) (abuse.LockoutPage, error) {
 	if g.lockouts == nil {
-		return nil, nil
+		return abuse.LockoutPage{}, nil
 	}
 	return g.lockouts(ctx, f)
+}
+
+func (g *fakeGuard) Lock(ctx context.Context, in abuse.LockInput) ([]abuse.ActiveLockout, error) {
+	if g.lock == nil {
+		return nil, errors.New("fakeGuard: no lock")
+	}
+	return g.lock(ctx, in)
 }
 
 func (g *fakeGuard) Unlock(ctx context.Context, in abuse.UnlockInput) error {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -17,22 +18,29 @@ type forwardAuth struct {
 	userHeader   string
 	deviceHeader string
 	trusted      []netip.Prefix
+	allowStatus  int
 }
 
 func newForwardAuth(cfg ForwardAuthConfig) (forwardAuth, error) {
-	f := forwardAuth{userHeader: cfg.UserHeader, deviceHeader: cfg.DeviceHeader}
+	f := forwardAuth{userHeader: cfg.UserHeader, deviceHeader: cfg.DeviceHeader, allowStatus: cfg.AllowStatus}
+	switch f.allowStatus {
+	case 0:
+		f.allowStatus = http.StatusNoContent
+	case http.StatusNoContent, http.StatusOK:
+	default:
+		return forwardAuth{}, fmt.Errorf("allow_status: %d is neither 204 nor 200", cfg.AllowStatus)
+	}
 	if f.userHeader == "" {
 		f.userHeader = "X-Guard-User"
 	}
 	if f.deviceHeader == "" {
 		f.deviceHeader = "X-Guard-Device"
 	}
-	for _, s := range cfg.TrustedProxies {
-		p, err := prefixOf(strings.TrimSpace(s))
-		if err != nil {
-			return forwardAuth{}, fmt.Errorf("trusted_proxies: %w", err)
+	for _, p := range cfg.TrustedProxies {
+		if !p.IsValid() {
+			return forwardAuth{}, fmt.Errorf("trusted_proxies: invalid prefix %v", p)
 		}
-		f.trusted = append(f.trusted, p)
+		f.trusted = append(f.trusted, unmapPrefix(p.Masked()))
 	}
 	return f, nil
 }
@@ -51,7 +59,11 @@ func (f forwardAuth) isTrusted(a netip.Addr) bool {
 // are believed only when the peer itself is a trusted proxy: then the
 // rightmost X-Forwarded-For address that is not a trusted proxy (the last
 // hop a trusted proxy saw; everything left of it is client-supplied), or,
-// without X-Forwarded-For, X-Real-IP. Otherwise it is the peer.
+// without a usable X-Forwarded-For entry, X-Real-IP. Otherwise it is the
+// peer. Entries with a port (203.0.113.5:1234, [2001:db8::5]:443) count as
+// their address; "unknown" and empty entries are skipped; anything else
+// that is no address is bad input. The SDK's IPExtractor follows the same
+// rule.
 func (f forwardAuth) clientIP(r *http.Request) (string, error) {
 	peer, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
@@ -63,23 +75,29 @@ func (f forwardAuth) clientIP(r *http.Request) (string, error) {
 		return addr.String(), nil
 	}
 	if xff := r.Header.Values("X-Forwarded-For"); len(xff) > 0 {
+		var leftmost netip.Addr
 		hops := strings.Split(strings.Join(xff, ","), ",")
 		for i := len(hops) - 1; i >= 0; i-- {
 			hop := strings.TrimSpace(hops[i])
-			if hop == "" {
+			if hop == "" || strings.EqualFold(hop, "unknown") {
 				continue
 			}
-			a, err := abuse.ParseIP(hop)
+			a, err := parseHop(hop)
 			if err != nil {
 				return "", badRequest("ip", "X-Forwarded-For holds an invalid address")
 			}
-			if !f.isTrusted(a) || i == 0 {
+			if !f.isTrusted(a) {
 				return a.String(), nil
 			}
+			leftmost = a
+		}
+		if leftmost.IsValid() {
+			// Every entry is a trusted proxy: the leftmost is the client.
+			return leftmost.String(), nil
 		}
 	}
-	if real := strings.TrimSpace(r.Header.Get("X-Real-IP")); real != "" {
-		a, err := abuse.ParseIP(real)
+	if real := strings.TrimSpace(r.Header.Get("X-Real-IP")); real != "" && !strings.EqualFold(real, "unknown") {
+		a, err := parseHop(real)
 		if err != nil {
 			return "", badRequest("ip", "X-Real-IP holds an invalid address")
 		}
@@ -88,9 +106,28 @@ func (f forwardAuth) clientIP(r *http.Request) (string, error) {
 	return addr.String(), nil
 }
 
+// parseHop reads one address as proxies write it: as Guard reads
+// identifiers (abuse.ParseIP), optionally with a port, IPv6 then in
+// brackets.
+func parseHop(hop string) (netip.Addr, error) {
+	a, err := abuse.ParseIP(hop)
+	if err == nil {
+		return a, nil
+	}
+	if host, _, splitErr := net.SplitHostPort(hop); splitErr == nil {
+		return abuse.ParseIP(host)
+	}
+	if len(hop) > 2 && hop[0] == '[' && hop[len(hop)-1] == ']' {
+		return abuse.ParseIP(hop[1 : len(hop)-1])
+	}
+	return netip.Addr{}, err
+}
+
 // handleForwardAuth answers a reverse proxy's auth subrequest (any
-// method): 204 when the attempt may go ahead, 429 with Retry-After and
-// the RateLimit headers when not; the body of a 429 is the check answer.
+// method): 204 (or the configured 200) when the attempt may go ahead, 429
+// with Retry-After and the RateLimit headers when not. Proxies such as
+// Caddy and Traefik hand a denial's body to the end client, so it is the
+// generic denialBody: no rule, limit, identifier or decision id.
 func (s *server) handleForwardAuth(c *gin.Context) {
 	action := c.Query("action")
 	if action == "" {
@@ -124,10 +161,22 @@ func (s *server) handleForwardAuth(c *gin.Context) {
 		c.Header("X-Guard-Decision-Id", d.ID)
 	}
 	if d.Allowed {
-		c.Status(http.StatusNoContent)
+		c.Status(s.fwd.allowStatus)
 		return
 	}
-	c.JSON(http.StatusTooManyRequests, checkResponse(d))
+	writeErrorBody(c, http.StatusTooManyRequests, denialBody(d.Reason).Error)
+}
+
+// denialBody is the generic answer to a denied forward-auth attempt:
+// {"error": {"code": <reason>, "message": "too many attempts"}}, the code
+// one of rate_limited, locked_out, denylisted, challenge_required.
+func denialBody(reason string) errorBody {
+	code := abuse.ReasonRateLimited
+	switch reason {
+	case abuse.ReasonLockedOut, abuse.ReasonDenylisted, sdk.ReasonChallenge:
+		code = reason
+	}
+	return errorBody{Error: errorDetail{Code: code, Message: "too many attempts"}}
 }
 
 // headerValue returns the identifier a proxy put in header, or nil when

@@ -46,10 +46,26 @@ func TestForwardAuthClientIP(t *testing.T) {
 			xff: []string{"203.0.113.7, 010.1.1.1"}, wantErr: true},
 		{name: "zone in hop", trusted: []string{"10.0.0.2"}, peer: "10.0.0.2:1",
 			xff: []string{"fe80::1%eth0"}, wantErr: true},
+		{name: "IPv4 hop with a port", trusted: []string{"10.0.0.2"}, peer: "10.0.0.2:1",
+			xff: []string{"203.0.113.5:1234"}, want: "203.0.113.5"},
+		{name: "IPv6 hop with a port", trusted: []string{"10.0.0.2"}, peer: "10.0.0.2:1",
+			xff: []string{"[2001:db8::5]:443"}, want: "2001:db8::5"},
+		{name: "bracketed IPv6 hop", trusted: []string{"10.0.0.2"}, peer: "10.0.0.2:1",
+			xff: []string{"[2001:db8::6]"}, want: "2001:db8::6"},
+		{name: "trusted hop with a port is still trusted", trusted: []string{"10.0.0.0/8"}, peer: "10.0.0.2:1",
+			xff: []string{"203.0.113.7, 10.0.0.9:8080"}, want: "203.0.113.7"},
+		{name: "unknown and empty hops skipped", trusted: []string{"10.0.0.2"}, peer: "10.0.0.2:1",
+			xff: []string{"203.0.113.7, unknown, , UNKNOWN"}, want: "203.0.113.7"},
+		{name: "nothing usable in XFF: X-Real-IP", trusted: []string{"10.0.0.2"}, peer: "10.0.0.2:1",
+			xff: []string{"unknown, "}, realIP: "203.0.113.8:99", want: "203.0.113.8"},
+		{name: "nothing usable at all: peer", trusted: []string{"10.0.0.2"}, peer: "10.0.0.2:1",
+			xff: []string{"unknown"}, realIP: "unknown", want: "10.0.0.2"},
+		{name: "a port that is no port", trusted: []string{"10.0.0.2"}, peer: "10.0.0.2:1",
+			xff: []string{"203.0.113.5:1:2"}, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fa, err := newForwardAuth(ForwardAuthConfig{TrustedProxies: tt.trusted})
+			fa, err := newForwardAuth(ForwardAuthConfig{TrustedProxies: mustPrefixes(tt.trusted...)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,7 +109,7 @@ func TestForwardAuth(t *testing.T) {
 			Limits: []abuse.LimitState{{Rule: "login/ip", Limit: 2, Window: time.Minute, Remaining: 1, Reset: time.Minute}}}, nil
 	}}
 	cfg := testConfig()
-	cfg.ForwardAuth = ForwardAuthConfig{UserHeader: "X-Auth-User", TrustedProxies: []string{"192.0.2.0/24"}}
+	cfg.ForwardAuth = ForwardAuthConfig{UserHeader: "X-Auth-User", TrustedProxies: mustPrefixes("192.0.2.0/24")}
 	h := newTestHandler(t, cfg, Deps{Guard: guard})
 
 	tests := []struct {
@@ -140,6 +156,23 @@ func TestForwardAuth(t *testing.T) {
 		})
 	}
 
+	t.Run("generic denial body", func(t *testing.T) {
+		for user, code := range map[string]string{"mallory": "rate_limited", "banned": "denylisted"} {
+			w := call(h, "GET", "/v1/forward-auth?action=login", keyCheck, "", "X-Auth-User", user)
+			rid := w.Header().Get("X-Request-Id")
+			if rid == "" {
+				t.Fatalf("%s: no X-Request-Id", user)
+			}
+			want := `{"error":{"code":"` + code + `","message":"too many attempts","request_id":"` + rid + `"}}`
+			if got := w.Body.String(); got != want {
+				t.Errorf("%s: body = %s, want %s (no rule, limit, identifier or decision id; the request id as every error body)", user, got, want)
+			}
+			if w.Header().Get("Cache-Control") != "no-store" {
+				t.Errorf("%s: Cache-Control = %q", user, w.Header().Get("Cache-Control"))
+			}
+		}
+	})
+
 	t.Run("subject from headers", func(t *testing.T) {
 		req := httptest.NewRequest("GET", "/v1/forward-auth?action=login", nil)
 		req.RemoteAddr = "192.0.2.10:5555"
@@ -157,4 +190,32 @@ func TestForwardAuth(t *testing.T) {
 			t.Errorf("check input = %+v", got)
 		}
 	})
+}
+
+func TestForwardAuthAllowStatus(t *testing.T) {
+	guard := &fakeGuard{check: func(context.Context, abuse.CheckInput) (abuse.Decision, error) {
+		return abuse.Decision{ID: "01A", Allowed: true, Reason: abuse.ReasonOK}, nil
+	}}
+	for _, tt := range []struct{ config, want int }{{0, 204}, {204, 204}, {200, 200}} {
+		cfg := testConfig()
+		cfg.ForwardAuth = ForwardAuthConfig{AllowStatus: tt.config}
+		h := newTestHandler(t, cfg, Deps{Guard: guard})
+		if w := call(h, "GET", "/v1/forward-auth?action=login", keyCheck, ""); w.Code != tt.want {
+			t.Errorf("allow_status %d: status = %d, want %d", tt.config, w.Code, tt.want)
+		}
+	}
+	if _, err := newForwardAuth(ForwardAuthConfig{AllowStatus: 201}); err == nil {
+		t.Error("allow_status 201 accepted")
+	}
+}
+
+func TestDenialBody(t *testing.T) {
+	for reason, want := range map[string]string{
+		abuse.ReasonRateLimited: "rate_limited", abuse.ReasonLockedOut: "locked_out", abuse.ReasonDenylisted: "denylisted",
+		"challenge_required": "challenge_required", abuse.ReasonStoreUnavailable: "rate_limited",
+	} {
+		if got := denialBody(reason); got.Error.Code != want || got.Error.Message != "too many attempts" || got.Error.Field != "" {
+			t.Errorf("denialBody(%s) = %+v, want code %s", reason, got, want)
+		}
+	}
 }

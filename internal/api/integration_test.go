@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -83,7 +84,7 @@ func newStack(t *testing.T, mods ...func(*abuse.Config)) *stack {
 			{Name: "auth-service", Scopes: []string{api.ScopeCheck}, Key: "k-check"},
 			{Name: "ops", Scopes: []string{api.ScopeAdmin}, Key: "k-admin"},
 		},
-		ForwardAuth: api.ForwardAuthConfig{TrustedProxies: []string{"192.0.2.1"}},
+		ForwardAuth: api.ForwardAuthConfig{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("192.0.2.1/32")}},
 	}, api.Deps{Guard: g, Audit: st, Cursors: audit.NewCursorCodec([]byte("cursor-secret")), Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +208,7 @@ func TestIntegrationCheckReportLockoutAudit(t *testing.T) {
 
 	// The lockout is listed with the identifiers of its dimension only.
 	w = s.do(t, "GET", "/v1/lockouts?user=ALICE@example.com", "k-admin", "")
-	want := `{"lockouts":[{"ledger":"auth","dimension":"user+ip","user":"alice@example.com","ip":"203.0.113.7","level":1,"since":"2026-03-01T12:00:30.000Z","until":"2026-03-01T12:01:30.000Z"}]}`
+	want := `{"lockouts":[{"ledger":"auth","dimension":"user+ip","user":"alice@example.com","ip":"203.0.113.7","level":1,"since":"2026-03-01T12:00:30.000Z","until":"2026-03-01T12:01:30.000Z"}],"next_cursor":null}`
 	if got := strings.TrimSpace(w.Body.String()); got != want {
 		t.Errorf("lockouts =\n%s\nwant\n%s", got, want)
 	}

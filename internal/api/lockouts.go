@@ -3,7 +3,9 @@ package api
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
@@ -12,9 +14,12 @@ import (
 	"github.com/guardhq/guard/sdk"
 )
 
-// handleLockouts answers GET /v1/lockouts?user=&ip=&device=&dimension=&ledger=.
+// lockoutParams are the query parameters of GET /v1/lockouts.
+var lockoutParams = []string{"user", "ip", "device", "dimension", "ledger", "limit", "cursor"}
+
+// handleLockouts answers GET /v1/lockouts?user=&ip=&device=&dimension=&ledger=&limit=&cursor=.
 func (s *server) handleLockouts(c *gin.Context) {
-	q, err := singleParams(c, "user", "ip", "device", "dimension", "ledger")
+	q, err := singleParams(c, lockoutParams...)
 	if err != nil {
 		writeError(c, err)
 		return
@@ -24,12 +29,73 @@ func (s *server) handleLockouts(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	list, err := s.deps.Guard.Lockouts(c.Request.Context(), f)
+	page, err := s.deps.Guard.Lockouts(c.Request.Context(), f)
 	if err != nil {
 		writeError(c, dependency(err))
 		return
 	}
-	c.JSON(http.StatusOK, sdk.LockoutsResponse{Lockouts: wireLockouts(list)})
+	out := sdk.LockoutsResponse{Lockouts: wireLockouts(page.Lockouts)}
+	if page.Next != "" {
+		out.NextCursor = &page.Next
+	}
+	c.JSON(http.StatusOK, encodeLockouts(out))
+}
+
+// lockRequest is the body of POST /v1/lockouts (v1.1 manual lockouts).
+type lockRequest struct {
+	Dimension  string  `json:"dimension"`
+	User       *string `json:"user,omitempty"`
+	IP         *string `json:"ip,omitempty"`
+	Device     *string `json:"device,omitempty"`
+	DurationMs *int64  `json:"duration_ms"`
+	Reason     string  `json:"reason,omitempty"`
+	Ledger     string  `json:"ledger,omitempty"`
+}
+
+// handleLock answers POST /v1/lockouts: 201 with one entry per ledger.
+func (s *server) handleLock(c *gin.Context) {
+	var req lockRequest
+	if err := decodeBody(c, &req); err != nil {
+		writeError(c, err)
+		return
+	}
+	list, err := s.lock(c, req)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	// The answer is the set lockouts, not a listing: no next_cursor.
+	c.JSON(http.StatusCreated, struct {
+		Lockouts []lockoutEntryJSON `json:"lockouts"`
+	}{encodeLockouts(sdk.LockoutsResponse{Lockouts: wireLockouts(list)}).Lockouts})
+}
+
+// lock validates a manual lockout request and sets it.
+func (s *server) lock(c *gin.Context, req lockRequest) ([]abuse.ActiveLockout, error) {
+	if req.Dimension == "" {
+		return nil, badRequest("dimension", "dimension is required")
+	}
+	if !validDimension(req.Dimension) {
+		return nil, badRequest("dimension", "dimension must be one of user, ip, device, user+ip, user+device")
+	}
+	if req.DurationMs == nil {
+		return nil, badRequest("duration_ms", "duration_ms is required")
+	}
+	if d := *req.DurationMs; d < abuse.MinManualLock.Milliseconds() || d > abuse.MaxManualLock.Milliseconds() {
+		return nil, badRequest("duration_ms", "duration_ms must be from 1000 (1s) to 2592000000 (30 days)")
+	}
+	list, err := s.deps.Guard.Lock(c.Request.Context(), abuse.LockInput{
+		Dimension: req.Dimension,
+		Subject:   abuse.Subject{User: req.User, IP: req.IP, Device: req.Device},
+		Ledger:    req.Ledger,
+		Duration:  time.Duration(*req.DurationMs) * time.Millisecond,
+		Reason:    req.Reason,
+		APIKey:    keyName(c),
+	})
+	if err != nil {
+		return nil, dependency(err)
+	}
+	return list, nil
 }
 
 // lockoutFilter builds the abuse filter from single-valued query params.
@@ -51,6 +117,16 @@ func lockoutFilter(q map[string]*string) (abuse.LockoutFilter, error) {
 	}
 	if l := q["ledger"]; l != nil {
 		f.Ledger = *l
+	}
+	if v := q["limit"]; v != nil {
+		n, err := strconv.Atoi(*v)
+		if err != nil || n < 1 || n > abuse.MaxLockoutLimit {
+			return f, badRequest("limit", "limit must be an integer from 1 to 1000")
+		}
+		f.Limit = n
+	}
+	if v := q["cursor"]; v != nil {
+		f.Cursor = *v
 	}
 	return f, nil
 }

@@ -12,18 +12,18 @@ import (
 
 func TestLockoutsList(t *testing.T) {
 	var got abuse.LockoutFilter
-	g := &fakeGuard{lockouts: func(_ context.Context, f abuse.LockoutFilter) ([]abuse.ActiveLockout, error) {
+	g := &fakeGuard{lockouts: func(_ context.Context, f abuse.LockoutFilter) (abuse.LockoutPage, error) {
 		got = f
 		if f.Subject.IP != nil {
 			if _, err := abuse.ParseIP(*f.Subject.IP); err != nil {
-				return nil, err
+				return abuse.LockoutPage{}, err
 			}
 		}
-		return []abuse.ActiveLockout{
+		return abuse.LockoutPage{Lockouts: []abuse.ActiveLockout{
 			{Ledger: "auth", Dimension: "user+ip", User: ptr("alice@example.com"), IP: ptr("203.0.113.7"),
 				Level: 2, Since: t0, Until: t0.Add(5 * time.Minute)},
 			{Ledger: "auth", Dimension: "device", Device: ptr("d-1"), Level: 1, Since: t0, Until: t0.Add(time.Minute + 5*time.Millisecond)},
-		}, nil
+		}, Next: "next-page"}, nil
 	}}
 	h := newTestHandler(t, testConfig(), Deps{Guard: g})
 	w := call(h, "GET", "/v1/lockouts?user=Alice@Example.com&dimension=user%2Bip&ledger=auth", keyAdmin, "")
@@ -34,7 +34,8 @@ func TestLockoutsList(t *testing.T) {
 		{"ledger":"auth","dimension":"user+ip","user":"alice@example.com","ip":"203.0.113.7","level":2,
 		 "since":"2026-03-01T12:00:00.000Z","until":"2026-03-01T12:05:00.000Z"},
 		{"ledger":"auth","dimension":"device","device":"d-1","level":1,
-		 "since":"2026-03-01T12:00:00.000Z","until":"2026-03-01T12:01:00.005Z"}]}`
+		 "since":"2026-03-01T12:00:00.000Z","until":"2026-03-01T12:01:00.005Z"}],
+		"next_cursor":"next-page"}`
 	if compact(t, w.Body.String()) != compact(t, want) {
 		t.Errorf("body =\n%s\nwant\n%s", compact(t, w.Body.String()), compact(t, want))
 	}
@@ -70,17 +71,21 @@ func TestLockoutsList(t *testing.T) {
 		{"every filter empty", "user=&ip=&device=&dimension=&ledger=", 200, abuse.LockoutFilter{}},
 		{"empty ip beside a user", "user=bob&ip=", 200, abuse.LockoutFilter{Subject: abuse.Subject{User: ptr("bob")}}},
 		{"blank user", "user=%20", 400, abuse.LockoutFilter{Subject: abuse.Subject{User: ptr(" ")}}},
+		{"limit and cursor", "limit=5&cursor=abc", 200, abuse.LockoutFilter{Limit: 5, Cursor: "abc"}},
+		{"limit 0", "limit=0", 400, abuse.LockoutFilter{Dimension: "unset"}},
+		{"limit 1001", "limit=1001", 400, abuse.LockoutFilter{Dimension: "unset"}},
+		{"limit not a number", "limit=ten", 400, abuse.LockoutFilter{Dimension: "unset"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got = abuse.LockoutFilter{Dimension: "unset"}
-			g := &fakeGuard{lockouts: func(_ context.Context, f abuse.LockoutFilter) ([]abuse.ActiveLockout, error) {
+			g := &fakeGuard{lockouts: func(_ context.Context, f abuse.LockoutFilter) (abuse.LockoutPage, error) {
 				got = f
 				if f.Subject.User != nil {
 					if _, err := abuse.NormalizeUser(*f.Subject.User); err != nil {
-						return nil, err
+						return abuse.LockoutPage{}, err
 					}
 				}
-				return nil, nil
+				return abuse.LockoutPage{}, nil
 			}}
 			w := call(newTestHandler(t, testConfig(), Deps{Guard: g}), "GET", "/v1/lockouts?"+tt.query, keyAdmin, "")
 			if w.Code != tt.wantStatus {
@@ -93,7 +98,7 @@ func TestLockoutsList(t *testing.T) {
 	}
 
 	empty := newTestHandler(t, testConfig(), Deps{})
-	if w := call(empty, "GET", "/v1/lockouts", keyAdmin, ""); compact(t, w.Body.String()) != `{"lockouts":[]}` {
+	if w := call(empty, "GET", "/v1/lockouts", keyAdmin, ""); compact(t, w.Body.String()) != `{"lockouts":[],"next_cursor":null}` {
 		t.Errorf("no lockouts = %s, want {\"lockouts\":[]}", w.Body)
 	}
 }

@@ -16,7 +16,6 @@ func (s *server) routes() *gin.Engine {
 	check := requireScope(s.keys, ScopeCheck)
 	auditRead := requireScope(s.keys, ScopeAuditRead)
 	admin := requireScope(s.keys, ScopeAdmin)
-	review := requireBrowserScope(s.keys, ScopeAuditRead)
 	// Every GET route also answers HEAD (RFC 9110 §9.3.2): same status
 	// and headers; net/http drops the body.
 	get := func(path string, h ...gin.HandlerFunc) {
@@ -31,19 +30,31 @@ func (s *server) routes() *gin.Engine {
 
 	// Administration (scope admin).
 	get("/v1/lockouts", admin, s.handleLockouts)
+	e.POST("/v1/lockouts", admin, s.handleLock)
 	e.DELETE("/v1/lockouts", admin, s.handleUnlock)
 	get("/v1/policy", admin, s.handlePolicy)
 
 	// Audit trail (scope audit:read): JSON pages, NDJSON/CSV export by Accept.
 	get("/v1/audit", auditRead, s.handleAudit)
 
-	// Review pages (scope audit:read), server-rendered HTML; a browser may
-	// also log in with HTTP Basic, the key as the password.
-	get("/ui", review, redirect("/ui/events"))
-	get("/ui/", review, redirect("/ui/events"))
+	// Review pages (scope audit:read to see, admin to act): server-rendered
+	// HTML without script. A browser signs in with a key (session cookie);
+	// scripts may send the key as Bearer or as the HTTP Basic password.
+	review := s.requireUI(ScopeAuditRead)
+	act := s.requireUI(ScopeAdmin)
+	get("/ui/static/guard.css", handleUICSS)
+	get("/ui/login", s.handleUILoginForm)
+	e.POST("/ui/login", s.handleUILogin)
+	e.POST("/ui/logout", s.handleUILogout)
+	get("/ui", redirect("/ui/"))
+	get("/ui/", review, s.handleUIOverview)
 	get("/ui/events", review, s.handleUIEvents)
 	get("/ui/events/:id", review, s.handleUIEvent)
+	get("/ui/export", review, s.handleUIExport)
 	get("/ui/lockouts", review, s.handleUILockouts)
+	e.POST("/ui/lockouts/unlock", act, s.handleUIUnlock)
+	e.POST("/ui/lockouts/unlock-many", act, s.handleUIUnlockMany)
+	e.POST("/ui/lockouts/lock", act, s.handleUILock)
 
 	// Operations (no key).
 	get("/healthz", s.handleHealthz)

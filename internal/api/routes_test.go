@@ -2,9 +2,11 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -80,13 +82,14 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		want string
 	}{
 		{"no name", Config{Keys: []Key{{Scopes: []string{"check"}, Key: "k"}}}, deps, "name is required"},
-		{"duplicate name", Config{Keys: []Key{{Name: "a", Scopes: []string{"check"}, Key: "k"}, {Name: "a", Scopes: []string{"check"}, Key: "j"}}}, deps, "used twice"},
-		{"no key", Config{Keys: []Key{{Name: "a", Scopes: []string{"check"}}}}, deps, "key or key_sha256 is required"},
-		{"both keys", Config{Keys: []Key{{Name: "a", Scopes: []string{"check"}, Key: "k", KeySHA256: sha256Hex("k")}}}, deps, "not both"},
-		{"short digest", Config{Keys: []Key{{Name: "a", Scopes: []string{"check"}, KeySHA256: "abcd"}}}, deps, "64 hex digits"},
+		{"duplicate name", Config{Keys: []Key{{Name: "a", Scopes: []string{"check"}, Key: "k"}, {Name: "a", Scopes: []string{"check"}, Key: "j"}}}, deps, "already used"},
+		{"no key", Config{Keys: []Key{{Name: "a", Scopes: []string{"check"}}}}, deps, "is required"},
+		{"both keys", Config{Keys: []Key{{Name: "a", Scopes: []string{"check"}, Key: "k", SHA256: sha256.Sum256([]byte("k"))}}}, deps, "not both"},
+		{"same key twice", Config{Keys: []Key{{Name: "a", Scopes: []string{"check"}, Key: "k"}, {Name: "b", Scopes: []string{"admin"}, SHA256: sha256.Sum256([]byte("k"))}}}, deps, "same key"},
+		{"scope twice", Config{Keys: []Key{{Name: "a", Scopes: []string{"check", "check"}, Key: "k"}}}, deps, "listed twice"},
 		{"unknown scope", Config{Keys: []Key{{Name: "a", Scopes: []string{"root"}, Key: "k"}}}, deps, "unknown scope"},
-		{"no scope", Config{Keys: []Key{{Name: "a", Key: "k"}}}, deps, "at least one scope"},
-		{"bad proxy", Config{ForwardAuth: ForwardAuthConfig{TrustedProxies: []string{"10.0.0.0/33"}}}, deps, "trusted_proxies"},
+		{"no scope", Config{Keys: []Key{{Name: "a", Key: "k"}}}, deps, "scopes are required"},
+		{"bad proxy", Config{ForwardAuth: ForwardAuthConfig{TrustedProxies: []netip.Prefix{{}}}}, deps, "trusted_proxies"},
 		{"missing guard", Config{}, Deps{Audit: &fakeAudit{}, Cursors: testCursors}, "required"},
 	}
 	for _, tt := range tests {
@@ -114,7 +117,7 @@ func TestUnknownRoutesAndMethods(t *testing.T) {
 		{"GET", "/v1/check", 405, "method_not_allowed", "POST"},
 		{"PUT", "/v1/report", 405, "method_not_allowed", "POST"},
 		{"POST", "/v1/audit", 405, "method_not_allowed", "GET, HEAD"},
-		{"PATCH", "/v1/lockouts", 405, "method_not_allowed", "GET, HEAD, DELETE"},
+		{"PATCH", "/v1/lockouts", 405, "method_not_allowed", "POST, GET, HEAD, DELETE"},
 		{"POST", "/healthz", 405, "method_not_allowed", "GET, HEAD"},
 	}
 	for _, tt := range tests {

@@ -7,13 +7,12 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/guardhq/guard/internal/abuse"
 	"github.com/guardhq/guard/internal/audit"
 	"github.com/guardhq/guard/sdk"
 )
@@ -21,167 +20,232 @@ import (
 //go:embed templates/*.html
 var templateFS embed.FS
 
+//go:embed static/guard.css
+var guardCSS []byte
+
+// uiCSP is the review pages' Content-Security-Policy: nothing but the
+// page itself and its one stylesheet; no script at all, inline or not.
+const uiCSP = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+
 // uiTemplates are the review pages, each parsed with the shared layout.
-// html/template escapes every value by context (text, attribute, URL).
+// html/template escapes every value by context (text, attribute, URL);
+// identifiers go through identHTML, which also defuses bidi controls and
+// look-alikes.
 type uiTemplates struct {
-	events, event, lockouts *template.Template
+	login, overview, events, event, lockouts, message *template.Template
 }
 
-func parseUITemplates() (*uiTemplates, error) {
+var uiFuncs = template.FuncMap{
+	"ident": identHTML,
+	"time":  uiTime,
+	"ago":   uiAgo,
+	"list":  func(v ...string) []string { return v },
+	"has":   func(list []string, v string) bool { return slices.Contains(list, v) },
+	"ptr": func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	},
+}
+
+// parseUITemplates parses the pages. "pivot" links an identifier as a
+// person would type it; "pivotStored" one read from an audit event, which
+// with exact set (events hold keyed hashes: audit.pseudonymize) is matched
+// as stored instead of being normalised (hashed) once more.
+func parseUITemplates(exact bool) (*uiTemplates, error) {
+	stored := pivotHTML
+	if exact {
+		stored = pivotExactHTML
+	}
 	parse := func(page string) (*template.Template, error) {
-		t, err := template.ParseFS(templateFS, "templates/layout.html", "templates/"+page)
+		t, err := template.New(page).Funcs(uiFuncs).Funcs(template.FuncMap{"pivot": pivotHTML, "pivotStored": stored}).ParseFS(templateFS, "templates/layout.html", "templates/"+page)
 		if err != nil {
 			return nil, fmt.Errorf("parse template %s: %w", page, err)
 		}
 		return t.Lookup(page), nil
 	}
 	var ui uiTemplates
-	var err error
-	if ui.events, err = parse("events.html"); err != nil {
-		return nil, err
-	}
-	if ui.event, err = parse("event.html"); err != nil {
-		return nil, err
-	}
-	if ui.lockouts, err = parse("lockouts.html"); err != nil {
-		return nil, err
+	for _, p := range []struct {
+		dst  **template.Template
+		name string
+	}{{&ui.login, "login.html"}, {&ui.overview, "overview.html"}, {&ui.events, "events.html"},
+		{&ui.event, "event.html"}, {&ui.lockouts, "lockouts.html"}, {&ui.message, "message.html"}} {
+		t, err := parse(p.name)
+		if err != nil {
+			return nil, err
+		}
+		*p.dst = t
 	}
 	return &ui, nil
 }
 
-// render executes t into a buffer first, so a template error is a clean
-// 500 rather than half a page, and sets headers that keep the pages (which
-// show identifiers) out of caches, frames and Referer headers.
-func render(c *gin.Context, t *template.Template, data any) {
+// pageData is what the layout needs of every page; Page is the page's own.
+type pageData struct {
+	Title   string
+	Nav     string
+	KeyName string
+	Scope   string
+	IsAdmin bool
+	CSRF    string
+	// SignOut is set for a cookie session (Basic and Bearer have nothing
+	// to sign out of).
+	SignOut bool
+	Page    any
+}
+
+// renderPage executes t into a buffer first, so a template error is a
+// clean 500 rather than half a page, and sets headers that keep the pages
+// (which show identifiers) out of caches, frames and Referer headers.
+func (s *server) renderPage(c *gin.Context, status int, t *template.Template, title string, page any) {
+	d := pageData{Title: title, Nav: navOf(c.Request.URL.Path), Page: page}
+	if a := uiAuthFrom(c); a != nil {
+		d.KeyName = a.key.name
+		d.IsAdmin = a.key.has(ScopeAdmin)
+		switch {
+		case d.IsAdmin:
+			d.Scope = ScopeAdmin
+		case a.key.has(ScopeAuditRead):
+			d.Scope = ScopeAuditRead
+		default:
+			d.Scope = ScopeCheck
+		}
+		d.CSRF = s.sess.csrfToken(a.sid)
+		d.SignOut = a.cookie
+	}
 	var buf bytes.Buffer
-	if err := t.Execute(&buf, data); err != nil {
+	if err := t.Execute(&buf, d); err != nil {
 		writeError(c, fmt.Errorf("render %s: %w", t.Name(), err))
 		return
 	}
+	uiHeaders(c)
+	c.Data(status, "text/html; charset=utf-8", buf.Bytes())
+	c.Abort()
+}
+
+func uiHeaders(c *gin.Context) {
 	h := c.Writer.Header()
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+	h.Set("Content-Security-Policy", uiCSP)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "no-referrer")
+	// same-origin, not no-referrer: with no-referrer a browser sends
+	// "Origin: null" on the pages' own form posts, which checkCSRF refuses.
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
-	c.Data(http.StatusOK, "text/html; charset=utf-8", buf.Bytes())
 }
 
-type uiField struct{ Name, Value string }
+type messageData struct{ Heading, Text, Back string }
 
-type uiEvent struct {
-	At, Kind, Action, Decision, Reason, Outcome, User, IP, Device, Rule, APIKey string
-	DetailURL                                                                   string
+// renderError answers a review request with an HTML error page, or, for
+// a client that did not ask for HTML (a script), with the API's error body.
+func (s *server) renderError(c *gin.Context, status int, heading, text string) {
+	if !wantsHTML(c) {
+		writeError(c, &Error{Status: status, Code: statusCode(status), Message: text})
+		return
+	}
+	s.renderPage(c, status, s.ui.message, heading, messageData{Heading: heading, Text: text, Back: "/ui/"})
 }
 
-// handleUIEvents renders the events list with the audit API's filters and
-// a link to the next page.
-func (s *server) handleUIEvents(c *gin.Context) {
-	f, err := s.auditFilter(c)
-	if err != nil {
+// uiFail answers err on a review page: bad input and dependency failures
+// keep the API's status and message, as a page.
+func (s *server) uiFail(c *gin.Context, err error) {
+	if !wantsHTML(c) {
 		writeError(c, err)
 		return
 	}
-	page, err := s.deps.Audit.Query(c.Request.Context(), f)
-	if err != nil {
-		writeError(c, dependency(err))
-		return
+	e := classify(err)
+	if e.Status >= 500 {
+		loggerFrom(c).Error("review page failed", "status", e.Status, "err", err)
 	}
-	query := c.Request.URL.Query()
-	data := struct {
-		Title   string
-		Fields  []uiField
-		Events  []uiEvent
-		NextURL string
-	}{Title: "Audit events"}
-	for _, name := range auditParams {
-		if name != "cursor" {
-			data.Fields = append(data.Fields, uiField{Name: name, Value: query.Get(name)})
-		}
+	msg := e.Message
+	if e.Field != "" {
+		msg = e.Field + ": " + msg
 	}
-	for _, e := range page.Events {
-		data.Events = append(data.Events, uiEvent{
-			At: sdk.FormatTime(e.At), Kind: e.Kind, Action: e.Action, Decision: e.Decision,
-			Reason: e.Reason, Outcome: e.Outcome, User: e.User, IP: e.IP, Device: e.Device,
-			Rule: e.Rule, APIKey: e.APIKey,
-			DetailURL: "/ui/events/" + url.PathEscape(e.ID) + "?at=" + url.QueryEscape(e.At.UTC().Format(time.RFC3339Nano)),
-		})
-	}
-	if page.Next != nil {
-		next := url.Values{}
-		for k, vs := range query {
-			if k != "cursor" && len(vs) == 1 && vs[0] != "" {
-				next.Set(k, vs[0])
-			}
-		}
-		next.Set("cursor", s.deps.Cursors.Encode(page.Next))
-		data.NextURL = "/ui/events?" + next.Encode()
-	}
-	render(c, s.ui.events, data)
+	s.renderError(c, e.Status, http.StatusText(e.Status), msg)
 }
 
-// handleUIEvent renders one event. The audit store is searched by time,
-// so the link carries the event's time in ?at=; without it the time is
-// read from the id when that is a ULID (as check events' ids are).
-func (s *server) handleUIEvent(c *gin.Context) {
-	id := c.Param("id")
-	q, err := singleParams(c, "at")
-	if err != nil {
-		writeError(c, err)
-		return
+// statusCode is the error code of a status the review pages answer.
+func statusCode(status int) string {
+	switch status {
+	case http.StatusForbidden:
+		return sdk.CodeForbidden
+	case http.StatusNotFound:
+		return sdk.CodeNotFound
+	case http.StatusUnauthorized:
+		return sdk.CodeUnauthenticated
+	case http.StatusBadRequest:
+		return sdk.CodeInvalidRequest
 	}
-	var at time.Time
-	exact := q["at"] != nil
-	if exact {
-		if at, err = time.Parse(time.RFC3339, *q["at"]); err != nil {
-			writeError(c, badRequest("at", "at must be an RFC 3339 time"))
-			return
-		}
-	} else if at, err = ulidTime(id); err != nil {
-		writeError(c, badRequest("at", "at is required for events whose id is not a ULID"))
-		return
+	return sdk.CodeInternal
+}
+
+func navOf(path string) string {
+	switch {
+	case strings.HasPrefix(path, "/ui/events"):
+		return "events"
+	case strings.HasPrefix(path, "/ui/lockouts"):
+		return "lockouts"
 	}
-	if !storableText(id) {
-		writeError(c, badRequest("id", "id must be valid UTF-8 without NUL"))
-		return
+	return "overview"
+}
+
+// handleUICSS serves the review pages' stylesheet.
+func handleUICSS(c *gin.Context) {
+	h := c.Writer.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "public, max-age=3600")
+	c.Data(http.StatusOK, "text/css; charset=utf-8", guardCSS)
+}
+
+// pivotHTML renders an identifier as a link to the events that carry it.
+func pivotHTML(field, value string) template.HTML {
+	if value == "" {
+		return identHTML("")
 	}
-	e, found, err := s.findEvent(c, id, at.UTC().Truncate(time.Millisecond), exact)
-	if err != nil {
-		writeError(c, dependency(err))
-		return
+	q := url.Values{field: {value}}
+	return template.HTML(`<a class="pv" href="/ui/events?`+template.HTMLEscapeString(q.Encode())+
+		`" title="All events with this `+field+`">`) + identHTML(value) + `</a>`
+}
+
+// pivotExactHTML is pivotHTML for stored values that a filter must not
+// normalise again: the link uses the <field>_exact parameter.
+func pivotExactHTML(field, value string) template.HTML {
+	if value == "" {
+		return identHTML("")
 	}
-	if !found {
-		writeError(c, &Error{Status: http.StatusNotFound, Code: sdk.CodeNotFound, Message: "no such event"})
-		return
+	q := url.Values{field + "_exact": {value}}
+	return template.HTML(`<a class="pv" href="/ui/events?`+template.HTMLEscapeString(q.Encode())+
+		`" title="All events with this `+field+`">`) + identHTML(value) + `</a>`
+}
+
+// uiTime is an event time as the pages show it (UTC, to the second).
+func uiTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
 	}
-	rows := []uiField{{"id", e.ID}, {"at", sdk.FormatTime(e.At)}, {"kind", e.Kind},
-		{"action", e.Action}, {"decision", e.Decision}, {"reason", e.Reason},
-		{"outcome", e.Outcome}, {"user", e.User}, {"ip", e.IP}, {"device", e.Device},
-		{"rule", e.Rule}}
-	if e.RetryAfterMs != nil {
-		rows = append(rows, uiField{"retry_after_ms", strconv.FormatInt(*e.RetryAfterMs, 10)})
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+// uiAgo is a short relative time ("in 4m", "12s ago").
+func uiAgo(t, now time.Time) string {
+	d := t.Sub(now)
+	suffix := ""
+	prefix := "in "
+	if d < 0 {
+		d, prefix, suffix = -d, "", " ago"
 	}
-	if e.LockoutUntil != nil {
-		rows = append(rows, uiField{"lockout_until", sdk.FormatTime(*e.LockoutUntil)})
+	var s string
+	switch {
+	case d < time.Minute:
+		s = fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		s = fmt.Sprintf("%dm", int(d/time.Minute))
+	case d < 48*time.Hour:
+		s = fmt.Sprintf("%dh%02dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
+	default:
+		s = fmt.Sprintf("%dd", int(d/(24*time.Hour)))
 	}
-	if e.Degraded != nil {
-		rows = append(rows, uiField{"degraded", strconv.FormatBool(*e.Degraded)})
-	}
-	if e.DryRun != nil {
-		rows = append(rows, uiField{"dry_run", strconv.FormatBool(*e.DryRun)})
-	}
-	rows = append(rows, uiField{"api_key", e.APIKey}, uiField{"decision_id", e.DecisionID},
-		uiField{"instance", e.Instance}, uiField{"note", e.Note})
-	data := struct {
-		Title string
-		Rows  []uiField
-	}{Title: "Event " + e.ID}
-	for _, r := range rows {
-		if r.Value != "" {
-			data.Rows = append(data.Rows, r)
-		}
-	}
-	render(c, s.ui.event, data)
+	return prefix + s + suffix
 }
 
 // findEvent looks for the event with id among those at exactly at.
@@ -233,39 +297,7 @@ func ulidTime(id string) (time.Time, error) {
 	return time.UnixMilli(int64(ms)).UTC(), nil
 }
 
-type uiLockout struct {
-	Ledger, Dimension, User, IP, Device string
-	Level                               int
-	Since, Until                        string
-}
-
-// handleUILockouts renders every active lockout.
-func (s *server) handleUILockouts(c *gin.Context) {
-	if _, err := singleParams(c); err != nil {
-		writeError(c, err)
-		return
-	}
-	list, err := s.deps.Guard.Lockouts(c.Request.Context(), abuse.LockoutFilter{})
-	if err != nil {
-		writeError(c, dependency(err))
-		return
-	}
-	str := func(p *string) string {
-		if p == nil {
-			return ""
-		}
-		return *p
-	}
-	data := struct {
-		Title    string
-		Lockouts []uiLockout
-	}{Title: "Active lockouts"}
-	for _, l := range list {
-		data.Lockouts = append(data.Lockouts, uiLockout{
-			Ledger: l.Ledger, Dimension: l.Dimension, User: str(l.User), IP: str(l.IP),
-			Device: str(l.Device), Level: l.Level,
-			Since: sdk.FormatTime(l.Since), Until: sdk.FormatTime(l.Until),
-		})
-	}
-	render(c, s.ui.lockouts, data)
+// eventURL links an event's detail page.
+func eventURL(e audit.Event) string {
+	return "/ui/events/" + url.PathEscape(e.ID) + "?at=" + url.QueryEscape(e.At.UTC().Format(time.RFC3339Nano))
 }

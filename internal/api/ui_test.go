@@ -17,9 +17,9 @@ import (
 
 func TestUIEvents(t *testing.T) {
 	st := seedAudit(t, 3)
-	lockouts := &fakeGuard{lockouts: func(context.Context, abuse.LockoutFilter) ([]abuse.ActiveLockout, error) {
-		return []abuse.ActiveLockout{{Ledger: "auth", Dimension: "user", User: ptr(`<b>eve</b>"`), Level: 1,
-			Since: t0, Until: t0.Add(time.Minute)}}, nil
+	lockouts := &fakeGuard{lockouts: func(context.Context, abuse.LockoutFilter) (abuse.LockoutPage, error) {
+		return abuse.LockoutPage{Lockouts: []abuse.ActiveLockout{{Ledger: "auth", Dimension: "user", User: ptr(`<b>eve</b>"`), Level: 1,
+			Since: t0, Until: t0.Add(time.Minute)}}}, nil
 	}}
 	h := newTestHandler(t, testConfig(), Deps{Audit: st, Guard: lockouts})
 
@@ -42,7 +42,7 @@ func TestUIEvents(t *testing.T) {
 	t.Run("next page link keeps the filters", func(t *testing.T) {
 		w := call(h, "GET", "/ui/events?kind=check&limit=2", keyAudit, "")
 		body := w.Body.String()
-		m := regexp.MustCompile(`href="(/ui/events\?[^"]+)">Next page`).FindStringSubmatch(body)
+		m := regexp.MustCompile(`href="(/ui/events\?[^"]+)" class="next"`).FindStringSubmatch(body)
 		if m == nil {
 			t.Fatalf("no next-page link in %s", body)
 		}
@@ -101,10 +101,14 @@ func TestUIEvents(t *testing.T) {
 			t.Errorf("lockouts page = %d:\n%s", w.Code, body)
 		}
 	})
-	t.Run("ui root redirects", func(t *testing.T) {
-		w := call(h, "GET", "/ui/", keyAudit, "")
-		if w.Code != 302 || w.Header().Get("Location") != "/ui/events" {
-			t.Errorf("GET /ui/ = %d %q", w.Code, w.Header().Get("Location"))
+	t.Run("ui root is the overview", func(t *testing.T) {
+		w := call(h, "GET", "/ui", keyAudit, "")
+		if w.Code != 302 || w.Header().Get("Location") != "/ui/" {
+			t.Errorf("GET /ui = %d %q", w.Code, w.Header().Get("Location"))
+		}
+		w = call(h, "GET", "/ui/", keyAudit, "")
+		if w.Code != 200 || !strings.Contains(w.Body.String(), "<h1>Overview</h1>") {
+			t.Errorf("GET /ui/ = %d:\n%s", w.Code, w.Body)
 		}
 	})
 }

@@ -8,13 +8,15 @@ import (
 	"context"
 	"net/netip"
 	"time"
+
+	"github.com/guardhq/guard/sdk"
 )
 
-// Event kinds.
+// Event kinds: the wire's (sdk).
 const (
-	KindCheck  = "check"
-	KindReport = "report"
-	KindAdmin  = "admin"
+	KindCheck  = sdk.KindCheck
+	KindReport = sdk.KindReport
+	KindAdmin  = sdk.KindAdmin
 )
 
 // Event is one audit record. String fields that are "" and pointer fields

@@ -4,11 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/guardhq/guard/sdk"
 )
 
 // TimeFormat is how event times appear in JSON, NDJSON and CSV: RFC 3339 in
-// UTC with exactly three fractional digits (2026-11-30T05:30:43.123Z).
-const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+// UTC with exactly three fractional digits (2026-11-30T05:30:43.123Z), the
+// wire's sdk.TimeFormat.
+const TimeFormat = sdk.TimeFormat
 
 // wireEvent is the API's JSON shape of an Event; pointers make empty
 // fields null rather than "".

@@ -259,6 +259,23 @@ func (s *PGStore) Ping(ctx context.Context) error {
 // buildQuery states matches() in SQL. Equality filters and the ordering
 // line up with the (column, at DESC, id DESC) indexes of the migrations.
 func buildQuery(f Filter, limit int) (string, []any) {
+	where, args := buildWhere(f)
+	if f.Cursor != nil {
+		args = append(args, f.Cursor.At, f.Cursor.ID)
+		where = append(where, fmt.Sprintf("(at, id) < ($%d, $%d)", len(args)-1, len(args)))
+	}
+	sql := "SELECT " + selectColumns + " FROM audit_events"
+	if len(where) > 0 {
+		sql += " WHERE " + strings.Join(where, " AND ")
+	}
+	args = append(args, limit)
+	sql += fmt.Sprintf(" ORDER BY at DESC, id DESC LIMIT $%d", len(args))
+	return sql, args
+}
+
+// buildWhere states matches() in SQL: the conditions (numbered $1..) and
+// their arguments; the cursor is left to the caller.
+func buildWhere(f Filter) ([]string, []any) {
 	var where []string
 	var args []any
 	add := func(cond string, v any) {
@@ -289,17 +306,7 @@ func buildQuery(f Filter, limit int) (string, []any) {
 	if !f.LockedAfter.IsZero() {
 		add("lockout_until > ?", f.LockedAfter)
 	}
-	if f.Cursor != nil {
-		args = append(args, f.Cursor.At, f.Cursor.ID)
-		where = append(where, fmt.Sprintf("(at, id) < ($%d, $%d)", len(args)-1, len(args)))
-	}
-	sql := "SELECT " + selectColumns + " FROM audit_events"
-	if len(where) > 0 {
-		sql += " WHERE " + strings.Join(where, " AND ")
-	}
-	args = append(args, limit)
-	sql += fmt.Sprintf(" ORDER BY at DESC, id DESC LIMIT $%d", len(args))
-	return sql, args
+	return where, args
 }
 
 func scanEvent(rows pgx.Rows) (Event, error) {

@@ -15,9 +15,10 @@ import (
 
 // The spool is an append-only file of records, each
 //
-//	uint32 length | uint32 CRC-32C of payload | payload (one event's JSON)
+//	uint32 length | uint32 CRC-32C of payload | payload (one event)
 //
-// big-endian. A crash can leave a torn last record: on open the file is
+// big-endian; the payload is a versioned spool record (spool_record.go),
+// never the API's JSON. A crash can leave a torn last record: on open the file is
 // scanned and cut after the last intact record, so appends never land
 // behind garbage. Damage in the middle (a record failing its checksum with
 // intact records after it: the disk, not a crash) costs only the damaged
@@ -349,9 +350,7 @@ func (s *spool) add(events []Event, maybeStored bool) (added, next int, err erro
 	}
 	var skipped error
 	for i, e := range events {
-		// MarshalJSON directly: json.Marshal(e) would produce the same bytes
-		// after validating and compacting them once more.
-		p, err := e.MarshalJSON()
+		p, err := encodeSpoolRecord(e)
 		if err != nil {
 			return added, i, errors.Join(skipped, fmt.Errorf("encode spool record: %w", err))
 		}
@@ -457,8 +456,8 @@ func (s *spool) readAt(off int64, max int) (spoolBatch, error) {
 		}
 		off += size
 		records++
-		var e Event
-		if err := e.UnmarshalJSON(p); err != nil {
+		e, err := decodeSpoolRecord(p)
+		if err != nil {
 			continue // intact checksum but undecodable: skip it rather than wedge replay
 		}
 		out = append(out, e)

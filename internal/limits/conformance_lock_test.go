@@ -454,3 +454,79 @@ func confConcurrentStrikes(t *testing.T, c *conf) {
 		t.Errorf("%d concurrent failures, limit %d: got strike levels %v, want %v", workers*reports, limit, levels, want)
 	}
 }
+
+// confLockoutPages: listings by lockout index and by key pattern, paged,
+// filtered by Keep, ended lockouts left out, cursors validated.
+func confLockoutPages(t *testing.T, c *conf) {
+	idxA, idxB := c.key("idx", "a"), c.key("idx", "b")
+	var inA []string
+	for i := range 5 {
+		name := "paged" + string(rune('a'+i))
+		esc := c.escalation(name, 1, []time.Duration{time.Duration(i+1) * time.Minute}, time.Hour)
+		esc.Failures[0].Indexes = []string{idxB}
+		if i < 3 {
+			esc.Failures[0].Indexes = []string{idxA, idxB}
+			inA = append(inA, esc.Failures[0].LockKey)
+		}
+		confWantStrike(t, "strike", c.fail(t, c.store(i), esc), esc, 1)
+	}
+	ended := c.escalation("pagedend", 1, []time.Duration{100 * time.Millisecond}, time.Hour)
+	ended.Failures[0].Indexes = []string{idxA}
+	confWantStrike(t, "short strike", c.fail(t, c.a, ended), ended, 1)
+	c.advance(t, 150*time.Millisecond)
+
+	all := func(s Store, q LockQuery) []string {
+		t.Helper()
+		var keys []string
+		for range 10 {
+			page, err := s.Lockouts(context.Background(), &q)
+			if err != nil {
+				t.Fatalf("Lockouts(%+v): %v", q, err)
+			}
+			if len(page.Locks) > q.Limit {
+				t.Fatalf("Lockouts: %d lockouts on a page of %d", len(page.Locks), q.Limit)
+			}
+			for _, l := range page.Locks {
+				keys = append(keys, l.Key)
+			}
+			if page.Next == "" {
+				return keys
+			}
+			q.Cursor = page.Next
+		}
+		t.Fatalf("Lockouts(%+v): more than 10 pages", q)
+		return nil
+	}
+	// Ending last first: the index listing is ordered across pages.
+	wantA := slices.Clone(inA)
+	slices.Reverse(wantA)
+	if got := all(c.b, LockQuery{Index: idxA, Limit: 2}); !slices.Equal(got, wantA) {
+		t.Errorf("by index, pages of 2: got %v, want %v", got, wantA)
+	}
+	if got := all(c.a, LockQuery{Index: idxB, Limit: 1}); len(got) != 5 {
+		t.Errorf("by index b, pages of 1: got %v, want 5 lockouts", got)
+	}
+	got := all(c.a, LockQuery{Pattern: c.key("lock", "paged*"), Limit: 2})
+	slices.Sort(got)
+	if len(got) != 5 || len(slices.Compact(slices.Clone(got))) != 5 {
+		t.Errorf("by pattern, pages of 2: got %v, want the 5 active lockouts once each", got)
+	}
+	keep := func(st LockState) bool { return st.Level == 1 && st.Key != inA[0] }
+	if got := all(c.b, LockQuery{Index: idxA, Limit: 10, Keep: keep}); !slices.Equal(got, wantA[:2]) {
+		t.Errorf("by index with Keep: got %v, want %v", got, wantA[:2])
+	}
+	if got := all(c.b, LockQuery{Pattern: c.key("nothing*"), Limit: 10}); len(got) != 0 {
+		t.Errorf("pattern matching nothing: got %v", got)
+	}
+	for _, q := range []LockQuery{
+		{Index: idxA, Limit: 0},
+		{Index: idxA, Limit: 1001},
+		{Limit: 10},
+		{Index: idxA, Limit: 10, Cursor: "tampered"},
+		{Pattern: "*", Limit: 10, Cursor: "tampered"},
+	} {
+		if _, err := c.a.Lockouts(context.Background(), &q); err == nil {
+			t.Errorf("Lockouts(%+v): no error", q)
+		}
+	}
+}

@@ -201,19 +201,20 @@ func confSharedLog(t *testing.T, c *conf) {
 // confLogKeepsLongestWindow covers a log used with two windows (a rule key
 // that two actions share, or a rule and a failure rule on one key): an add
 // under the shorter window must not make the store forget entries that the
-// longer window still counts.
+// longer window still counts. The caller names the longest window as Keep
+// on every rule of the key.
 func confLogKeepsLongestWindow(t *testing.T, c *conf) {
 	const short = 150 * time.Millisecond
 	key := c.key("log", "mixed")
-	long := Rule{Key: key, Limit: 10, Window: confWindow}
-	brief := Rule{Key: key, Limit: 10, Window: short}
+	long := Rule{Key: key, Limit: 10, Window: confWindow, Keep: confWindow}
+	brief := Rule{Key: key, Limit: 10, Window: short, Keep: confWindow}
 	first := c.check(t, c.a, CheckRequest{Rules: []Rule{long}})
 	second := c.check(t, c.b, CheckRequest{Rules: []Rule{brief}})
 
 	lock := c.key("lock", "mixed")
 	failures := func(w time.Duration) Escalation {
 		return Escalation{
-			Failures: []FailureRule{{Key: c.key("fail", "mixed"), Limit: 3, Window: w, LockKey: lock}},
+			Failures: []FailureRule{{Key: c.key("fail", "mixed"), Limit: 3, Window: w, Keep: confWindow, LockKey: lock}},
 			Ladder:   []time.Duration{time.Minute},
 			Decay:    time.Hour,
 		}

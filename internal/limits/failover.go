@@ -17,6 +17,9 @@ type FailoverConfig struct {
 	// (default 50ms). A call that has not answered within Budget is answered
 	// from the fallback instead and counts as a failure.
 	Budget time.Duration
+	// AdminTimeout bounds a lockout listing on the primary (default 2s);
+	// listings are admin reads, not decisions.
+	AdminTimeout time.Duration
 	// FailureThreshold is the number of consecutive primary failures or
 	// timeouts that open the breaker (default 3).
 	FailureThreshold int
@@ -91,8 +94,11 @@ func NewFailover(logger *slog.Logger, cfg FailoverConfig, primary Store, fallbac
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.AdminTimeout <= 0 {
+		cfg.AdminTimeout = 2 * time.Second
+	}
 	if cfg.Budget <= 0 {
-		cfg.Budget = 50 * time.Millisecond
+		cfg.Budget = DefaultBudget
 	}
 	if cfg.FailureThreshold <= 0 {
 		cfg.FailureThreshold = 3
@@ -168,7 +174,7 @@ func (f *FailoverStore) checkDegraded(ctx context.Context, req *CheckRequest, ca
 	if req.OnFailure == FailAllow || req.OnFailure == FailDeny {
 		// No store is consulted, so validate here what every store would
 		// reject: a caller bug is an error, not an answer or a failure.
-		if err := memValidateCheck(req); err != nil {
+		if err := validateCheck(req); err != nil {
 			return CheckResult{}, fmt.Errorf("check: %w", err)
 		}
 		f.countFailure(cause)
@@ -212,7 +218,7 @@ func (f *FailoverStore) Report(ctx context.Context, req *ReportRequest) (ReportR
 
 func (f *FailoverStore) reportDegraded(ctx context.Context, req *ReportRequest, cause error) (ReportResult, error) {
 	if req.OnFailure == FailAllow || req.OnFailure == FailDeny {
-		if err := memValidateReport(req); err != nil {
+		if err := validateReport(req); err != nil {
 			return ReportResult{}, fmt.Errorf("report: %w", err)
 		}
 		f.countFailure(cause)
@@ -259,33 +265,26 @@ func (f *FailoverStore) Unlock(ctx context.Context, req *UnlockRequest) (bool, e
 	return localActive, nil
 }
 
-// Lockouts lists the primary's active lockouts (within the budget), or this
-// instance's fallback lockouts while the primary is unavailable.
-func (f *FailoverStore) Lockouts(ctx context.Context) ([]LockState, error) {
-	if !f.Degraded() {
-		pctx, cancel := context.WithTimeout(ctx, f.cfg.Budget)
-		locks, err := f.primary.Lockouts(pctx)
-		cancel()
-		if err == nil {
-			f.succeeded()
-			return locks, nil
+// Lockouts lists a page of the primary's lockouts, within AdminTimeout
+// rather than the decision budget; it neither moves the breaker nor, while
+// the breaker is closed, falls back: a failed listing is an error. While
+// the breaker is open (Redis known to be down) it lists this instance's
+// fallback lockouts.
+func (f *FailoverStore) Lockouts(ctx context.Context, q *LockQuery) (LockPage, error) {
+	if f.Degraded() {
+		page, err := f.fallback.Lockouts(context.WithoutCancel(ctx), q)
+		if err != nil {
+			return LockPage{}, fmt.Errorf("fallback lockouts: %w", err)
 		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("lockouts: %w", ctx.Err())
-		}
-		f.primaryError(err)
-		locks, lerr := f.fallback.Lockouts(context.WithoutCancel(ctx))
-		if lerr != nil {
-			return nil, fmt.Errorf("fallback lockouts: %w", lerr)
-		}
-		f.countFailure(err)
-		return locks, nil
+		return page, nil
 	}
-	locks, err := f.fallback.Lockouts(context.WithoutCancel(ctx))
+	pctx, cancel := context.WithTimeout(ctx, f.cfg.AdminTimeout)
+	defer cancel()
+	page, err := f.primary.Lockouts(pctx, q)
 	if err != nil {
-		return nil, fmt.Errorf("fallback lockouts: %w", err)
+		return LockPage{}, fmt.Errorf("lockouts: %w", err)
 	}
-	return locks, nil
+	return page, nil
 }
 
 // Ping reports whether this store can decide: nil when the primary answers

@@ -28,7 +28,7 @@ const failoverBenchKeys = 10000
 // the client options cmd/guard uses, under a prefix deleted at the end.
 func failoverBenchRedis(b *testing.B) *RedisStore {
 	b.Helper()
-	url, prefix := testenv.Redis(b)
+	url, _ := testenv.Redis(b)
 	c := testenv.RedisClient(b, url, func(opt *redis.Options) {
 		opt.ContextTimeoutEnabled = true
 		opt.MaxRetries = -1
@@ -36,7 +36,7 @@ func failoverBenchRedis(b *testing.B) *RedisStore {
 		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = 250*time.Millisecond,
 			250*time.Millisecond, 250*time.Millisecond, 250*time.Millisecond
 	})
-	return NewRedis(c, RedisConfig{Prefix: prefix})
+	return NewRedis(c, RedisStoreConfig{})
 }
 
 // failoverBenchReq is a login-like attempt: two rules over 10,000 keys.

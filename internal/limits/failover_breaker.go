@@ -2,6 +2,7 @@ package limits
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -51,8 +52,17 @@ func (f *FailoverStore) primaryError(err error) {
 // countFailure adds one to the run of failures and opens the breaker when
 // the run reaches the threshold. A nil cause counts nothing (the call never
 // reached the primary).
+//
+// Only unavailability (ErrUnavailable: timeouts, refused or reset
+// connections, LOADING, failovers) counts: any other error of the primary
+// (a script or type error) is a bug, not an outage, so it is logged as one
+// and does not move the breaker.
 func (f *FailoverStore) countFailure(cause error) {
 	if cause == nil {
+		return
+	}
+	if !errors.Is(cause, ErrUnavailable) {
+		f.logger.Error("limit store error that is not an outage (a bug?); answered from the fallback, breaker left closed", "err", cause)
 		return
 	}
 	if f.failures.Add(1) >= int64(f.cfg.FailureThreshold) {

@@ -224,7 +224,7 @@ func TestFailoverFaults(t *testing.T) {
 	prefix := "guardfault:" + rand.Text()[:10] + ":"
 	fo := limits.NewFailover(logger, limits.FailoverConfig{
 		Budget: faultBudget, FailureThreshold: 3, ProbeInterval: 100 * time.Millisecond, RecoverAfter: 2,
-	}, limits.NewRedis(faultClient(srv.Addr()), limits.RedisConfig{Prefix: prefix}),
+	}, limits.NewRedis(faultClient(srv.Addr()), limits.RedisStoreConfig{}),
 		limits.NewMemory(limits.MemoryConfig{}),
 		limits.FailoverEvents{
 			OnStateChange: func(up bool, since time.Time, cause error) {

@@ -17,6 +17,7 @@ type foStore struct {
 	report   func(ctx context.Context, req *ReportRequest) (ReportResult, error)
 	unlock   func(ctx context.Context, req *UnlockRequest) (bool, error)
 	lockouts func(ctx context.Context) ([]LockState, error)
+	lock     func(ctx context.Context, req *LockRequest) ([]LockState, error)
 	ping     func(ctx context.Context) error
 
 	calls  atomic.Int64
@@ -47,12 +48,21 @@ func (s *foStore) Unlock(ctx context.Context, req *UnlockRequest) (bool, error) 
 	return s.unlock(ctx, req)
 }
 
-func (s *foStore) Lockouts(ctx context.Context) ([]LockState, error) {
+func (s *foStore) Lockouts(ctx context.Context, q *LockQuery) (LockPage, error) {
 	s.calls.Add(1)
 	if s.lockouts == nil {
+		return LockPage{}, nil
+	}
+	locks, err := s.lockouts(ctx)
+	return LockPage{Locks: locks}, err
+}
+
+func (s *foStore) Lock(ctx context.Context, req *LockRequest) ([]LockState, error) {
+	s.calls.Add(1)
+	if s.lock == nil {
 		return nil, nil
 	}
-	return s.lockouts(ctx)
+	return s.lock(ctx, req)
 }
 
 func (s *foStore) Ping(ctx context.Context) error {
@@ -78,6 +88,7 @@ func foFailing() *foStore {
 		},
 		unlock:   func(context.Context, *UnlockRequest) (bool, error) { return false, errFoDown },
 		lockouts: func(context.Context) ([]LockState, error) { return nil, errFoDown },
+		lock:     func(context.Context, *LockRequest) ([]LockState, error) { return nil, errFoDown },
 		ping:     func(context.Context) error { return errFoDown },
 	}
 }
@@ -556,6 +567,7 @@ func TestFailoverOnFailureModes(t *testing.T) {
 func TestFailoverAdminCalls(t *testing.T) {
 	var up atomic.Bool
 	up.Store(true)
+	var lockoutDeadline atomic.Int64
 	primary := &foStore{
 		unlock: func(context.Context, *UnlockRequest) (bool, error) {
 			if !up.Load() {
@@ -563,7 +575,10 @@ func TestFailoverAdminCalls(t *testing.T) {
 			}
 			return true, nil
 		},
-		lockouts: func(context.Context) ([]LockState, error) {
+		lockouts: func(ctx context.Context) ([]LockState, error) {
+			if d, ok := ctx.Deadline(); ok {
+				lockoutDeadline.Store(int64(time.Until(d)))
+			}
 			if !up.Load() {
 				return nil, errFoDown
 			}
@@ -574,31 +589,71 @@ func TestFailoverAdminCalls(t *testing.T) {
 		unlock:   func(context.Context, *UnlockRequest) (bool, error) { return false, nil },
 		lockouts: func(context.Context) ([]LockState, error) { return []LockState{{Key: "local"}}, nil },
 	}
-	f := newTestFailover(t, FailoverConfig{FailureThreshold: 1}, primary, fallback, FailoverEvents{})
+	f := newTestFailover(t, FailoverConfig{FailureThreshold: 2}, primary, fallback, FailoverEvents{})
+	q := &LockQuery{Pattern: "*", Limit: 10}
 
-	tests := []struct {
-		name       string
-		up         bool
-		wantActive bool
-		wantKey    string
-	}{
-		{"primary up", true, true, "redis"},
-		{"primary down", false, false, "local"},
+	// Up: the primary answers both, a listing within its own timeout, not
+	// the decision budget.
+	active, err := f.Unlock(context.Background(), &UnlockRequest{Locks: []string{"l"}})
+	if err != nil || !active {
+		t.Errorf("up: Unlock = %v, %v; want true, nil", active, err)
 	}
-	for _, tc := range tests {
-		up.Store(tc.up)
-		before := fallback.calls.Load()
-		active, err := f.Unlock(context.Background(), &UnlockRequest{Locks: []string{"l"}})
-		if err != nil || active != tc.wantActive {
-			t.Errorf("%s: Unlock = %v, %v; want %v, nil", tc.name, active, err, tc.wantActive)
+	page, err := f.Lockouts(context.Background(), q)
+	if err != nil || len(page.Locks) != 1 || page.Locks[0].Key != "redis" {
+		t.Errorf("up: Lockouts = %v, %v; want [redis]", page, err)
+	}
+	if d := time.Duration(lockoutDeadline.Load()); d <= f.cfg.Budget {
+		t.Errorf("listing deadline %v, want the admin timeout (above the %v budget)", d, f.cfg.Budget)
+	}
+
+	// Failing listings while the breaker is closed are errors, never the
+	// fallback's answer, and never a step towards the breaker.
+	up.Store(false)
+	for range 3 {
+		if page, err := f.Lockouts(context.Background(), q); err == nil {
+			t.Errorf("closed breaker, primary failing: Lockouts = %v, want an error", page)
 		}
-		if fallback.calls.Load() == before {
-			t.Errorf("%s: Unlock did not clear the fallback too", tc.name)
+	}
+	if f.Degraded() {
+		t.Fatalf("three failed listings opened the breaker")
+	}
+
+	// Unlock reaches the fallback too; a failed one counts like a decision.
+	before := fallback.calls.Load()
+	if active, err := f.Unlock(context.Background(), &UnlockRequest{Locks: []string{"l"}}); err != nil || active {
+		t.Errorf("down: Unlock = %v, %v; want false, nil", active, err)
+	}
+	if fallback.calls.Load() == before {
+		t.Errorf("Unlock did not clear the fallback too")
+	}
+	f.Unlock(context.Background(), &UnlockRequest{Locks: []string{"l"}})
+	if !f.Degraded() {
+		t.Fatalf("breaker closed after two failed unlocks with threshold 2")
+	}
+	// Open breaker: this instance's fallback lockouts.
+	page, err = f.Lockouts(context.Background(), q)
+	if err != nil || len(page.Locks) != 1 || page.Locks[0].Key != "local" {
+		t.Errorf("open breaker: Lockouts = %v, %v; want [local]", page, err)
+	}
+}
+
+// TestFailoverBugDoesNotTrip: an error of the primary that is not
+// unavailability (a script or type error) is answered from the fallback
+// but never opens the breaker.
+func TestFailoverBugDoesNotTrip(t *testing.T) {
+	errBug := errors.New("WRONGTYPE Operation against a key holding the wrong kind of value")
+	primary := &foStore{check: func(context.Context, *CheckRequest) (CheckResult, error) {
+		return CheckResult{}, errBug
+	}}
+	f := newTestFailover(t, FailoverConfig{FailureThreshold: 1}, primary, NewMemory(MemoryConfig{}), FailoverEvents{})
+	for range 3 {
+		res, err := f.Check(context.Background(), foCheckReq())
+		if err != nil || !res.Degraded {
+			t.Errorf("Check = %+v, %v; want a degraded answer", res, err)
 		}
-		locks, err := f.Lockouts(context.Background())
-		if err != nil || len(locks) != 1 || locks[0].Key != tc.wantKey {
-			t.Errorf("%s: Lockouts = %v, %v; want [%s]", tc.name, locks, err, tc.wantKey)
-		}
+	}
+	if f.Degraded() {
+		t.Errorf("a script error opened the breaker")
 	}
 }
 
@@ -670,8 +725,9 @@ func TestFailoverConformance(t *testing.T) {
 					// handles are the same store.
 					return f, f, "guard:test:" + t.Name() + ":"
 				},
-				Advance:   func(t *testing.T, d time.Duration) { clock.Advance(d) },
-				FakeClock: true,
+				Advance:         func(t *testing.T, d time.Duration) { clock.Advance(d) },
+				FakeClock:       true,
+				LockUnavailable: tc.primaryDown,
 			})
 		})
 	}

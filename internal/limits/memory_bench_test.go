@@ -18,7 +18,7 @@ import (
 func memBenchKeys(prefix string, n int) []string {
 	keys := make([]string, n)
 	for i := range keys {
-		keys[i] = "guard:v1:" + prefix + ":login/ip:" + strconv.FormatUint(uint64(i)*2654435761, 16) + "0123456789abcdef0123456789abcdef"
+		keys[i] = "guard:v2:" + prefix + ":login/ip:" + strconv.FormatUint(uint64(i)*2654435761, 16) + "0123456789abcdef0123456789abcdef"
 	}
 	return keys
 }

@@ -13,7 +13,7 @@ func (s *MemoryStore) Check(ctx context.Context, req *CheckRequest) (CheckResult
 	if err := s.open(); err != nil {
 		return CheckResult{}, err
 	}
-	if err := memValidateCheck(req); err != nil {
+	if err := validateCheck(req); err != nil {
 		return CheckResult{}, fmt.Errorf("memory check: %w", err)
 	}
 	esc := req.DenialFailures

@@ -1,7 +1,6 @@
 package limits
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -15,6 +14,7 @@ type memLock struct {
 	lastStrike int64
 	expires    int64 // max(until, lastStrike+decay): the record vanishes then
 	info       string
+	indexes    []string // the lockout indexes of the last strike
 }
 
 func (m *memLock) state(key string) LockState {
@@ -35,7 +35,7 @@ func (s *MemoryStore) Report(ctx context.Context, req *ReportRequest) (ReportRes
 	if err := s.open(); err != nil {
 		return ReportResult{}, err
 	}
-	if err := memValidateReport(req); err != nil {
+	if err := validateReport(req); err != nil {
 		return ReportResult{}, fmt.Errorf("memory report: %w", err)
 	}
 	var buf [16]int
@@ -75,7 +75,7 @@ func (s *MemoryStore) Unlock(ctx context.Context, req *UnlockRequest) (bool, err
 	if err := s.open(); err != nil {
 		return false, err
 	}
-	if err := memValidateUnlock(req); err != nil {
+	if err := validateUnlock(req); err != nil {
 		return false, fmt.Errorf("memory unlock: %w", err)
 	}
 	var buf [16]int
@@ -103,35 +103,36 @@ func (s *MemoryStore) Unlock(ctx context.Context, req *UnlockRequest) (bool, err
 	return active, nil
 }
 
-// Lockouts lists every active lockout, ordered by Until descending (then by
-// key). Each record is read atomically; the list is not one snapshot across
-// shards. ctx is not consulted; it fails only after Close.
-func (s *MemoryStore) Lockouts(ctx context.Context) ([]LockState, error) {
+// Lockouts lists a page of active lockouts (see LockQuery), ending last
+// first. Each record is read atomically; the list is not one snapshot
+// across shards. ctx is not consulted; it fails for an invalid query and
+// after Close.
+func (s *MemoryStore) Lockouts(ctx context.Context, q *LockQuery) (LockPage, error) {
+	if err := validateLockQuery(q); err != nil {
+		return LockPage{}, fmt.Errorf("lockouts: %w", err)
+	}
 	if err := s.open(); err != nil {
-		return nil, err
+		return LockPage{}, err
 	}
 	var out []LockState
+	now := s.nowMs()
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		now := s.nowMs()
+		now = s.nowMs()
 		for k, rec := range sh.locks {
 			switch {
 			case rec.expires <= now:
 				delete(sh.locks, k)
-			case rec.until > now:
+			case rec.until <= now:
+			case q.Index != "" && slices.Contains(rec.indexes, q.Index),
+				q.Index == "" && matchPattern(q.Pattern, k):
 				out = append(out, rec.state(k))
 			}
 		}
 		sh.mu.Unlock()
 	}
-	slices.SortFunc(out, func(a, b LockState) int {
-		if c := b.Until.Compare(a.Until); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Key, b.Key)
-	})
-	return out, nil
+	return pageLocks(out, now, q)
 }
 
 // recordFailure logs one failure in each of esc's failure logs and strikes
@@ -179,6 +180,7 @@ func (s *MemoryStore) strike(esc *Escalation, f *FailureRule, now int64) LockSta
 		lastStrike: now,
 		expires:    max(until, now+decay),
 		info:       f.Info,
+		indexes:    f.Indexes,
 	}
 	return rec.state(f.LockKey)
 }

@@ -194,7 +194,7 @@ func TestMemoryClose(t *testing.T) {
 			return err
 		}},
 		{"Lockouts", func() error {
-			_, err := s.Lockouts(ctx)
+			_, err := s.Lockouts(ctx, &LockQuery{Pattern: "*", Limit: 1})
 			return err
 		}},
 	}

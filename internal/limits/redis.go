@@ -5,8 +5,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -14,255 +12,347 @@ import (
 )
 
 // redisSource is the one script every decision runs; see its header for
-// KEYS, ARGV and the reply.
+// KEYS, ARGV and the replies.
 //
 //go:embed redis.lua
 var redisSource string
 
-// RedisConfig configures a RedisStore.
-type RedisConfig struct {
-	// Prefix is put in front of the store's own keys (today only the
-	// lockout index, Prefix+"locks"). Default "guard:v1:". Log, lock and
-	// trust keys come from the caller, already prefixed.
-	Prefix string
+// RedisStoreConfig configures a RedisStore. Zero fields get the defaults
+// stated on each.
+type RedisStoreConfig struct {
+	// Workers is the number of batches in flight at once (default 4).
+	Workers int
+	// MaxBatch is the most script calls one batch carries (default 64).
+	MaxBatch int
 }
 
-// RedisStore is the Store backed by Redis: each Check and each Report is
-// one EVALSHA of one embedded Lua script, so a decision is atomic and costs
-// one round trip; "now" is Redis TIME, one clock for every Guard instance.
+// RedisStore is the Store backed by Redis (one node, Sentinel or Cluster):
+// each Check, Report and Unlock is one EVALSHA of one embedded Lua script
+// per Redis Cluster slot its keys fall in (on one node or Sentinel: one),
+// so a decision is atomic and costs one round trip; "now" is Redis TIME,
+// one clock for every Guard instance on a node.
 //
-// The client must be built with ContextTimeoutEnabled: true, so that the
-// ctx deadline given to each call (the failover store's budget, 50 ms by
-// default) bounds the call. Errors that mean the server could not answer
-// (network, timeout, closed client, LOADING, READONLY, BUSY, ...) match
-// errors.Is(err, ErrUnavailable); script errors do not.
+// Concurrent calls share round trips: a small batcher pipelines the
+// scripts of every decision waiting at the moment (see batcher).
 //
-// All keys of one decision reach the script through KEYS. On Redis Cluster
-// they must therefore hash to one slot; the lockout index (Prefix+"locks")
-// is one of them.
+// On Redis Cluster a decision whose keys span slots runs one script per
+// slot, all issued together. Each slot checks and logs its own rules; when
+// any slot denies, the slots that logged take their entries back
+// (rollback), so under contention a decision may be denied that one Redis
+// would allow, never the reverse. Lockout index keys of a strike that lie
+// in another slot are written right after it. Keys that must be decided
+// together (a lock that spares trusted devices and its trust record, a
+// failure log and its lock record) must share a hash tag.
 //
-// The first call after a start, a SCRIPT FLUSH or a failover costs two
-// round trips (EVALSHA answers NOSCRIPT, then EVAL loads the script); every
-// later call costs one. A client that retries a command after a lost reply
-// may run a decision twice, which only ever counts more, never less; build
-// it with MaxRetries: -1 unless that is acceptable.
+// The client must be built with ContextTimeoutEnabled: true, so that each
+// call's ctx deadline (the failover store's budget) bounds it. Errors that
+// mean the server could not answer (network, timeout, closed client,
+// LOADING, READONLY, CLUSTERDOWN, ...) match errors.Is(err,
+// ErrUnavailable); script and type errors do not. A client that retries a
+// command after a lost reply may run a decision twice, which only ever
+// counts more, never less.
 type RedisStore struct {
-	client redis.UniversalClient
-	script *redis.Script
-	index  string
+	client  redis.UniversalClient
+	script  *redis.Script
+	batch   *batcher
+	cluster bool
 }
 
 var _ Store = (*RedisStore)(nil)
 
 // NewRedis returns a RedisStore over client. The store owns the client:
 // Close closes it. The script is loaded on first use (and reloaded
-// transparently after SCRIPT FLUSH or a restart).
-func NewRedis(client redis.UniversalClient, cfg RedisConfig) *RedisStore {
-	if cfg.Prefix == "" {
-		cfg.Prefix = "guard:v1:"
+// transparently after SCRIPT FLUSH, a restart or a failover).
+func NewRedis(client redis.UniversalClient, cfg RedisStoreConfig) *RedisStore {
+	if cfg.Workers <= 0 {
+		cfg.Workers = 4
 	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 64
+	}
+	script := redis.NewScript(redisSource)
+	_, cluster := client.(*redis.ClusterClient)
 	return &RedisStore{
-		client: client,
-		script: redis.NewScript(redisSource),
-		index:  cfg.Prefix + "locks",
+		client:  client,
+		script:  script,
+		batch:   newBatcher(client, script, cfg.Workers, cfg.MaxBatch),
+		cluster: cluster,
 	}
 }
 
-// Check decides one attempt in one round trip; see the package
-// documentation. An empty Nonce is replaced by a random one. An invalid
-// request is an error that is not ErrUnavailable and sends nothing.
+// Check decides one attempt; see the package documentation and RedisStore.
+// An invalid request is an error that is not ErrUnavailable and sends
+// nothing.
 func (s *RedisStore) Check(ctx context.Context, req *CheckRequest) (CheckResult, error) {
-	if err := validateRedisCheck(req); err != nil {
-		return CheckResult{}, err
+	if err := validateCheck(req); err != nil {
+		return CheckResult{}, fmt.Errorf("check: %w", err)
 	}
-	a := newRedisArgs(req.Nonce)
-	a.cost, a.dry = req.Cost, req.DryRun
-	a.rules = req.Rules
-	a.locks, a.trust = req.Locks, req.TrustKey
-	if req.DenialFailures != nil {
-		a.escalation = *req.DenialFailures
+	groups := s.checkGroups(req)
+	calls := make([]*pending, len(groups))
+	for i, g := range groups {
+		calls[i] = &pending{}
+		calls[i].keys, calls[i].args = g.build(req)
 	}
-	keys, args := a.build(s.index, "check")
-	v, err := s.script.Run(ctx, s.client, keys, args...).Slice()
-	if err != nil {
+	if err := s.batch.run(ctx, calls); err != nil {
 		return CheckResult{}, redisError("eval check script", err)
 	}
-	r, err := parseRedisReply(v, len(req.Rules))
-	if err != nil {
-		return CheckResult{}, fmt.Errorf("read check reply: %w", err)
+	replies := make([]checkReply, len(groups))
+	allowed := true
+	for i, c := range calls {
+		if c.err != nil {
+			// A slot that answered and logged before another failed keeps
+			// its entries: stricter, never looser.
+			return CheckResult{}, redisError("eval check script", c.err)
+		}
+		r, err := parseCheckReply(c.res, len(groups[i].rules))
+		if err != nil {
+			return CheckResult{}, fmt.Errorf("read check reply: %w", err)
+		}
+		replies[i] = r
+		allowed = allowed && r.allowed
 	}
-	res := CheckResult{
-		Now:     time.UnixMilli(r.now),
-		Allowed: r.allowed,
-		Rules:   r.rules,
-		Locked:  r.locked(req.Locks),
-		Struck:  r.struckStates(a.escalation.Failures),
+
+	// On Cluster each slot's node has its own TIME; the answer's Now is
+	// the latest, and every time-to is relative to it.
+	res := CheckResult{Allowed: allowed, Rules: make([]RuleResult, len(req.Rules))}
+	for _, r := range replies {
+		res.Now = time.UnixMilli(max(res.Now.UnixMilli(), r.now))
+	}
+	var locked *LockState
+	for gi, g := range groups {
+		r := &replies[gi]
+		for j, ri := range g.rules {
+			res.Rules[ri] = ruleResult(&req.Rules[ri], req.Cost, allowed, res.Now.UnixMilli(), r.rules[j])
+		}
+		if st := r.lockState(req.Locks, g.locks); st != nil && (locked == nil || st.Until.After(locked.Until)) {
+			locked = st
+		}
+		res.Struck = append(res.Struck, r.struckStates(g.esc)...)
+	}
+	res.Locked = locked
+	if allowed || req.DryRun || !s.cluster {
+		return res, nil
+	}
+
+	// Cluster, denied: take back what allowing slots logged, then (unless
+	// a lockout denied) record the denial as a failure.
+	if err := s.rollback(ctx, req, groups, replies); err != nil {
+		return CheckResult{}, err
+	}
+	if locked == nil && req.DenialFailures != nil && len(req.DenialFailures.Failures) > 0 {
+		rep, err := s.Report(ctx, &ReportRequest{Failure: true, Escalation: *req.DenialFailures})
+		if err != nil {
+			return CheckResult{}, fmt.Errorf("record denial failure: %w", err)
+		}
+		res.Struck = append(res.Struck, rep.Struck...)
 	}
 	return res, nil
 }
 
-// Report records a failure or a success in one round trip; see the package
-// documentation.
+// rollback removes the entries that the slots which allowed their share
+// of a denied decision added.
+func (s *RedisStore) rollback(ctx context.Context, req *CheckRequest, groups []*callGroup, replies []checkReply) error {
+	var calls []*pending
+	for gi, g := range groups {
+		if !replies[gi].allowed {
+			continue
+		}
+		for j, ri := range g.rules {
+			if at := replies[gi].rules[j].at; at > 0 {
+				calls = append(calls, &pending{
+					keys: []string{req.Rules[ri].Key},
+					args: []any{"rollback", 1, req.Cost, at},
+				})
+			}
+		}
+	}
+	if len(calls) == 0 {
+		return nil
+	}
+	if err := s.batch.run(context.WithoutCancel(ctx), calls); err != nil {
+		return redisError("eval rollback script", err)
+	}
+	for _, c := range calls {
+		if c.err != nil {
+			return redisError("eval rollback script", c.err)
+		}
+	}
+	return nil
+}
+
+// Report records a failure or a success; see the package documentation.
 func (s *RedisStore) Report(ctx context.Context, req *ReportRequest) (ReportResult, error) {
-	if err := validateRedisReport(req); err != nil {
-		return ReportResult{}, err
+	if err := validateReport(req); err != nil {
+		return ReportResult{}, fmt.Errorf("report: %w", err)
 	}
-	a := newRedisArgs(req.Nonce)
-	a.failure = req.Failure
-	a.locks, a.trust = req.Locks, req.TrustKey
-	if req.Failure {
-		a.escalation = req.Escalation
-	} else {
-		a.clear = req.Clear
-		a.trustTTL = req.TrustTTL
+	groups := s.reportGroups(req)
+	calls := make([]*pending, len(groups))
+	for i, g := range groups {
+		calls[i] = &pending{}
+		calls[i].keys, calls[i].args = g.build(req)
 	}
-	keys, args := a.build(s.index, "report")
-	v, err := s.script.Run(ctx, s.client, keys, args...).Slice()
-	if err != nil {
+	if err := s.batch.run(ctx, calls); err != nil {
 		return ReportResult{}, redisError("eval report script", err)
 	}
-	r, err := parseRedisReply(v, 0)
-	if err != nil {
-		return ReportResult{}, fmt.Errorf("read report reply: %w", err)
+	var res ReportResult
+	var foreign []strikeIndex
+	for gi, c := range calls {
+		if c.err != nil {
+			return ReportResult{}, redisError("eval report script", c.err)
+		}
+		r, err := parseCheckReply(c.res, 0)
+		if err != nil {
+			return ReportResult{}, fmt.Errorf("read report reply: %w", err)
+		}
+		g := groups[gi]
+		if gi == 0 || r.now > res.Now.UnixMilli() {
+			res.Now = time.UnixMilli(r.now)
+		}
+		if st := r.lockState(req.Locks, g.locks); st != nil && (res.Locked == nil || st.Until.After(res.Locked.Until)) {
+			res.Locked = st
+		}
+		struck := r.struckStates(g.esc)
+		res.Struck = append(res.Struck, struck...)
+		for i, st := range struck {
+			for _, x := range g.foreign[r.struck[i].failure-1] {
+				foreign = append(foreign, strikeIndex{index: x, lock: st})
+			}
+		}
 	}
-	return ReportResult{
-		Now:    time.UnixMilli(r.now),
-		Struck: r.struckStates(a.escalation.Failures),
-		Locked: r.locked(req.Locks),
-	}, nil
+	if len(foreign) > 0 {
+		s.writeIndexes(ctx, foreign)
+	}
+	return res, nil
 }
 
-// Unlock deletes the lock records, their lockout index entries and the
-// failure logs in one atomic step, and reports whether any lock was active.
+// strikeIndex is a lockout index entry in another slot than its lock.
+type strikeIndex struct {
+	index string
+	lock  LockState
+}
+
+// writeIndexes adds strikes to lockout indexes in other slots (Cluster
+// only). The lock itself is already in force; an index entry that fails to
+// be written only hides it from listings by that identity, so the error
+// is not the decision's.
+func (s *RedisStore) writeIndexes(ctx context.Context, entries []strikeIndex) {
+	pipe := s.client.Pipeline()
+	for _, e := range entries {
+		until := e.lock.Until.UnixMilli()
+		pipe.ZAdd(ctx, e.index, redis.Z{Score: float64(until), Member: e.lock.Key})
+		// The index lives as long as its longest lock: NX gives a new
+		// index its first expiry, GT only ever moves it later.
+		pipe.Do(ctx, "PEXPIREAT", e.index, until, "NX")
+		pipe.Do(ctx, "PEXPIREAT", e.index, until, "GT")
+	}
+	_, _ = pipe.Exec(context.WithoutCancel(ctx))
+}
+
+// Unlock deletes the lock records and the failure logs, one script per
+// slot, and reports whether any lock was active.
 func (s *RedisStore) Unlock(ctx context.Context, req *UnlockRequest) (bool, error) {
-	if req == nil {
-		return false, errors.New("unlock: nil request")
+	if err := validateUnlock(req); err != nil {
+		return false, fmt.Errorf("unlock: %w", err)
 	}
-	a := newRedisArgs("u")
-	a.locks = make([]LockRef, len(req.Locks))
-	for i, k := range req.Locks {
-		if k == "" {
-			return false, fmt.Errorf("unlock: lock %d: empty key", i)
+	groups := map[int]*pending{}
+	var calls []*pending
+	byLock := map[int][]string{}
+	byClear := map[int][]string{}
+	for _, k := range req.Locks {
+		byLock[s.slot(k)] = append(byLock[s.slot(k)], k)
+	}
+	for _, k := range req.Failures {
+		byClear[s.slot(k)] = append(byClear[s.slot(k)], k)
+	}
+	add := func(slot int) {
+		if groups[slot] != nil {
+			return
 		}
-		a.locks[i] = LockRef{Key: k}
+		l, c := byLock[slot], byClear[slot]
+		p := &pending{args: []any{"unlock", len(l), len(c)}}
+		p.keys = append(append(p.keys, l...), c...)
+		groups[slot] = p
+		calls = append(calls, p)
 	}
-	for i, k := range req.Failures {
-		if k == "" {
-			return false, fmt.Errorf("unlock: failure log %d: empty key", i)
-		}
+	for _, k := range req.Locks {
+		add(s.slot(k))
 	}
-	a.clear = req.Failures
-	keys, args := a.build(s.index, "unlock")
-	v, err := s.script.Run(ctx, s.client, keys, args...).Slice()
-	if err != nil {
+	for _, k := range req.Failures {
+		add(s.slot(k))
+	}
+	if len(calls) == 0 {
+		return false, nil
+	}
+	if err := s.batch.run(ctx, calls); err != nil {
 		return false, redisError("eval unlock script", err)
 	}
-	if len(v) != 2 {
-		return false, fmt.Errorf("read unlock reply: %d values, want 2", len(v))
+	active := false
+	for _, c := range calls {
+		if c.err != nil {
+			return false, redisError("eval unlock script", c.err)
+		}
+		if len(c.res) != 2 {
+			return false, fmt.Errorf("read unlock reply: %d values, want 2", len(c.res))
+		}
+		n, ok := c.res[1].(int64)
+		if !ok {
+			return false, fmt.Errorf("read unlock reply: %T, want integer", c.res[1])
+		}
+		active = active || n == 1
 	}
-	active, ok := v[1].(int64)
-	if !ok {
-		return false, fmt.Errorf("read unlock reply: %T, want integer", v[1])
-	}
-	return active == 1, nil
+	return active, nil
 }
 
-// Lockouts lists the active lockouts (until > now, now from Redis TIME),
-// ordered by until descending, then by key. It reads the lockout index and
-// then the records: two round trips, which is fine on the admin path.
-func (s *RedisStore) Lockouts(ctx context.Context) ([]LockState, error) {
-	pipe := s.client.Pipeline()
-	timeCmd := pipe.Time(ctx)
-	indexCmd := pipe.ZRangeWithScores(ctx, s.index, 0, -1)
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, redisError("read lockout index", err)
+// slot is the group a key's script runs in: its Cluster slot, or 0 on a
+// single node (where every key of a decision goes in one script).
+func (s *RedisStore) slot(key string) int {
+	if !s.cluster {
+		return 0
 	}
-	now := timeCmd.Val().UnixMilli()
-	var keys []string
-	for _, z := range indexCmd.Val() {
-		if k, ok := z.Member.(string); ok && int64(z.Score) > now {
-			keys = append(keys, k)
-		}
-	}
-	if len(keys) == 0 {
-		return []LockState{}, nil
-	}
-	pipe = s.client.Pipeline()
-	cmds := make([]*redis.SliceCmd, len(keys))
-	for i, k := range keys {
-		cmds[i] = pipe.HMGet(ctx, k, "level", "since", "until", "info")
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, redisError("read lock records", err)
-	}
-	out := make([]LockState, 0, len(keys))
-	for i, cmd := range cmds {
-		st, ok := parseRedisLock(keys[i], cmd.Val())
-		// The record, not the index, is the truth: a record deleted or
-		// already ended is not listed.
-		if ok && st.Until.UnixMilli() > now {
-			out = append(out, st)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].Until.Equal(out[j].Until) {
-			return out[i].Until.After(out[j].Until)
-		}
-		return out[i].Key < out[j].Key
-	})
-	return out, nil
+	return keySlot(key)
 }
 
-// Ping reports whether Redis answers; a failure matches ErrUnavailable.
+// Prepare loads the script (on Cluster: into every master), so that the
+// first decisions cost one round trip each rather than two; it also tells
+// whether Redis answers. Call it at start; the store works without it.
+func (s *RedisStore) Prepare(ctx context.Context) error {
+	if err := s.script.Load(ctx, s.client).Err(); err != nil {
+		return redisError("load script", err)
+	}
+	return nil
+}
+
+// Ping reports whether Redis answers (on Cluster: every master); a failure
+// matches ErrUnavailable.
 func (s *RedisStore) Ping(ctx context.Context) error {
-	if err := s.client.Ping(ctx).Err(); err != nil {
+	var err error
+	if c, ok := s.client.(*redis.ClusterClient); ok {
+		err = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			return m.Ping(ctx).Err()
+		})
+	} else {
+		err = s.client.Ping(ctx).Err()
+	}
+	if err != nil {
 		return redisError("ping redis", err)
 	}
 	return nil
 }
 
-// Close closes the client the store was built with.
+// Close stops the batcher and closes the client the store was built with.
 func (s *RedisStore) Close() error {
+	s.batch.close()
 	if err := s.client.Close(); err != nil {
 		return fmt.Errorf("close redis client: %w", err)
 	}
 	return nil
 }
 
-// parseRedisLock reads an HMGET level since until info reply.
-func parseRedisLock(key string, v []any) (LockState, bool) {
-	if len(v) != 4 {
-		return LockState{}, false
-	}
-	num := func(x any) (int64, bool) {
-		s, ok := x.(string)
-		if !ok {
-			return 0, false
-		}
-		n, err := strconv.ParseInt(s, 10, 64)
-		return n, err == nil
-	}
-	level, ok1 := num(v[0])
-	since, ok2 := num(v[1])
-	until, ok3 := num(v[2])
-	if !ok1 || !ok2 || !ok3 {
-		return LockState{}, false
-	}
-	info, _ := v[3].(string)
-	return LockState{
-		Key:   key,
-		Level: int(level),
-		Since: time.UnixMilli(since),
-		Until: time.UnixMilli(until),
-		Info:  info,
-	}, true
-}
-
 // redisUnavailablePrefixes are server replies that mean "cannot answer now"
 // rather than "the request or the script is wrong".
 var redisUnavailablePrefixes = []string{
 	"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY",
-	"NOREPLICAS", "MOVED", "ASK", "UNBLOCKED",
+	"NOREPLICAS", "MOVED", "ASK", "UNBLOCKED", "NOSCRIPT",
 }
 
 // redisError wraps err with context and, when the server could not be
@@ -275,6 +365,9 @@ func redisError(what string, err error) error {
 }
 
 func redisUnavailable(err error) bool {
+	if errors.Is(err, errBatcherClosed) {
+		return true
+	}
 	var rerr redis.Error
 	if !errors.As(err, &rerr) {
 		// Network errors, timeouts, cancelled contexts, a closed client or

@@ -1,122 +1,208 @@
--- Guard limit store: one decision (check, report or unlock) as one atomic
--- script run. The package documentation of internal/limits (store.go) is the
--- specification; redis.go builds the arguments and reads the reply.
+-- Guard limit store, data model v2: one decision (or its share on one Redis
+-- Cluster slot) as one atomic script run. internal/limits/store.go is the
+-- specification; redis_call.go builds the arguments and reads the reply, and
+-- computes remaining, reset and retry-after from what this script returns.
 --
--- KEYS, in this order (the section sizes are ARGV[3..7]; any may be empty):
---   nR rule logs            ZSET per attempt rule, score = ms, unique members
---   nL lock records         HASH {level, since, until, last, info}
---   nT trust record         0 or 1 key: STRING, the ms the trust ends
---   nF failure logs         ZSET per failure rule
---   nF failure lock records the lock record struck when failure log i fills
---   nC clear keys           logs a success (or an unlock) deletes
---   1  lockout index        ZSET of lock record keys scored by until (ms)
+-- Arguments are streams read in order (KEYS by key(), ARGV by arg()/num()),
+-- so each section below names its fields instead of offsets.
 --
--- ARGV:
---   1  op: "check", "report" or "unlock"
---   2  nonce, [A-Za-z0-9_-]{1,32}, unique per call
---   3  nR   4 nL   5 nT   6 nF   7 nC
---   8  cost   9 dry run (0/1)   10 failure (0/1, report only)
---   11 trust TTL ms (0: no trust record is written)   12 decay ms
---   13 nS, the ladder length, then nS ladder steps in ms
---   then per rule:         limit, window ms, shadow (0/1)
---   then per lock:         spare if trusted (0/1)
---   then per failure rule: limit, window ms, info
+-- ARGV: op ("check", "report", "unlock" or "rollback"), then per op:
+--   check:    nR nL nT cost dry(0/1) denyFail(0/1), escalation when
+--             denyFail, then per rule: limit window keep shadow(0/1)
+--             per lock:  spare-if-trusted (0/1)
+--   report:   nL nT failure(0/1) trustTTL nC, escalation, per lock: spare
+--   unlock:   nL nC
+--   rollback: nK cost at
+--   escalation: nF decay nS, nS ladder steps, then per failure rule:
+--             limit window keep nX info
+-- KEYS, in the order the sections name them:
+--   check:    nR rule logs, nL lock records, nT (0/1) trust record,
+--             escalation keys
+--   report:   nL lock records, nT trust record, nC clear keys, escalation keys
+--   unlock:   nL lock records, nC clear keys
+--   rollback: nK logs
+--   escalation keys, per failure rule: its log, its lock record, then nX
+--             lockout index keys
 --
--- Reply for check and report (flat, integers unless noted):
---   now, allowed, locked lock index (1-based into the lock records, 0: none),
---   its level, since, until, info (string),
---   nR, then per rule: allowed, count, remaining, reset ms, retry after ms,
---   nStruck, then per strike: failure rule index, level, since, until.
--- Reply for unlock: now, 1 if any of the lock records was active else 0.
+-- Data:
+--   log          STRING of 6-byte big-endian ms stamps, ascending; trimmed to
+--                (now-keep, now] on every write; PX keep (keep >= every
+--                window that uses the key, fixed by the caller at start-up)
+--   lock record  STRING "level|since|until|last|info"; PX until the level
+--                has decayed (max(until, last+decay) - now)
+--   trust record STRING: the ms the trust ends; PX one second longer
+--   index        ZSET of lock record keys scored by until: the locks that
+--                involve one identity (never a key every decision shares)
+--
+-- Replies:
+--   check:   now allowed lockIdx level since until info nR
+--            {count oldest kth} per rule, {at} per rule,
+--            nStruck {failIdx level since until}
+--            count is the rule's entries in its window before this attempt,
+--            oldest the oldest of them (0: none), kth the stamp of the entry
+--            whose leaving lets cost fit (0: fits, or never fits), at the
+--            stamp this call logged (0: none)
+--   report:  now 0 lockIdx level since until info 0 nStruck {...}
+--   unlock:  now anyActive
+--   rollback: now
 --
 -- "now" is Redis TIME in whole milliseconds: one clock for every Guard
--- instance. Redis >= 5 replicates script effects, so TIME is allowed here.
+-- instance on one Redis. Redis >= 5 replicates script effects, so TIME is
+-- allowed here.
 
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
--- Arguments are read in place (offsets, no copies): this script runs for
--- every decision, and tables cost more than the reads.
-local op = ARGV[1]
-local nR, nL, nT = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local nF, nC = tonumber(ARGV[6]), tonumber(ARGV[7])
-local cost = tonumber(ARGV[8])
-local nS = tonumber(ARGV[13])
-local aRule = 13 + nS -- rule i: ARGV[aRule+3i-2 .. aRule+3i]
-local aLock = aRule + 3 * nR -- lock i: ARGV[aLock+i]
-local aFail = aLock + nL -- failure rule i: ARGV[aFail+3i-2 .. aFail+3i]
+local ai, ki = 0, 0
+local function arg() ai = ai + 1 return ARGV[ai] end
+local function num() ai = ai + 1 return tonumber(ARGV[ai]) end
+local function key() ki = ki + 1 return KEYS[ki] end
 
-local kLock = nR
-local kTrust = kLock + nL
-local kFail = kTrust + nT
-local kFailLock = kFail + nF
-local kClear = kFailLock + nF
-local index = KEYS[kClear + nC + 1]
+local W = 6 -- bytes per stamp
+local function stamp(s, i) return (struct.unpack('>I6', s, (i - 1) * W + 1)) end
 
--- Members are hex(now):nonce:i (or :fi for a failure): 11+1+32+1 bytes
--- plus the digits of i, well under 64, so the logs stay listpack-encoded;
--- the nonce keeps two calls in one millisecond apart.
-local stamp = string.format('%x:%s:', now, ARGV[2])
+-- first returns the 1-based index of the first stamp > edge in s (n+1 if
+-- none), by binary search: stamps are ascending.
+local function first(s, n, edge)
+  local lo, hi = 1, n + 1
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if stamp(s, mid) > edge then hi = mid else lo = mid + 1 end
+  end
+  return lo
+end
 
--- A trust record holds its own end in ms: Redis keeps a key alive through
--- the millisecond its TTL ends (and times expiry from the script's start),
--- while trust must end exactly TrustTTL after the success. The record's TTL
--- is a second longer, so it never vanishes before the stored end.
+-- raw caches every key read in this call: key -> value (false: absent).
+-- A decision's reads are one MGET (prefetch); later reads of other keys
+-- (a strike's lock record) are a GET each.
+local raw = {}
+local function prefetch(keys)
+  local want = {}
+  for _, k in ipairs(keys) do
+    if raw[k] == nil then want[#want + 1] = k; raw[k] = false end
+  end
+  if #want > 0 then
+    local v = redis.call('MGET', unpack(want))
+    for i, k in ipairs(want) do raw[k] = v[i] end
+  end
+end
+local function read(k)
+  local v = raw[k]
+  if v == nil then
+    v = redis.call('GET', k)
+    raw[k] = v
+  end
+  return v
+end
+
+-- logs caches each log as this call sees it: key -> string ('' when absent).
+local logs = {}
+local function readLog(k)
+  local s = logs[k]
+  if s == nil then
+    s = read(k) or ''
+    if #s % W ~= 0 then error('guard: ' .. k .. ' is no log of 6-byte stamps') end
+    logs[k] = s
+  end
+  return s
+end
+
+-- append writes s trimmed to (now-keep, now] plus c stamps of now. A stamp
+-- is never below the last one (Redis TIME may step back), so logs stay
+-- sorted; that only ever counts an entry longer.
+local function append(k, s, c, keep)
+  local n = #s / W
+  local from = first(s, n, now - keep)
+  local at = now
+  if n > 0 then at = math.max(now, stamp(s, n)) end
+  local out = string.sub(s, (from - 1) * W + 1) .. string.rep(struct.pack('>I6', at), c)
+  logs[k] = out
+  redis.call('SET', k, out, 'PX', keep)
+  return at
+end
+
+-- Lock records.
+local function readLock(k)
+  local v = read(k)
+  if not v then return nil end
+  local level, since, untilMs, last, info = string.match(v, '^(%d+)|(%d+)|(%d+)|(%d+)|(.*)$')
+  if not level then return nil end
+  return {tonumber(level), tonumber(since), tonumber(untilMs), tonumber(last), info}
+end
+
+local locks = {} -- i -> {key, spare, record or false}
+local nL, trustKey = 0, nil
 local trusted = nil
 local function isTrusted()
   if trusted == nil then
-    local v = nT == 1 and tonumber(redis.call('GET', KEYS[kTrust + 1]))
+    local v = trustKey and tonumber(read(trustKey))
     trusted = v and v > now or false
   end
   return trusted
 end
 
--- activeLock returns the active lock among the lock records that ends last
--- (the first of equals), as index, level, since, until, info; index 0: none.
+-- activeLock returns the active lock that ends last (first of equals) as
+-- index, record; index 0 when none.
 local function activeLock()
-  local bi, bl, bs, bu, binfo = 0, 0, 0, 0, ''
+  local bi, br = 0, nil
   for i = 1, nL do
-    if not (ARGV[aLock + i] == '1' and isTrusted()) then
-      local r = redis.call('HMGET', KEYS[kLock + i], 'level', 'since', 'until', 'info')
-      local u = tonumber(r[3])
-      if u and u > now and (bi == 0 or u > bu) then
-        bi, bl, bs, bu, binfo = i, tonumber(r[1]) or 0, tonumber(r[2]) or 0, u, r[4] or ''
-      end
+    local l = locks[i]
+    if not (l.spare and isTrusted()) then
+      if l.rec == nil then l.rec = readLock(l.key) or false end
+      local r = l.rec
+      if r and r[3] > now and (bi == 0 or r[3] > br[3]) then bi, br = i, r end
     end
   end
-  return bi, bl, bs, bu, binfo
+  return bi, br
 end
 
--- keep makes a log live at least w ms more (a key without a TTL gets one).
--- One log may be used with several windows (a rule key two actions share,
--- or a rule and a failure rule on one key), so an add under the shorter
--- window must not cut the TTL the longer one still needs; the memory store
--- likewise keeps a log for the longest window it was used with.
-local function keep(key, w)
-  if redis.call('PTTL', key) < w then redis.call('PEXPIRE', key, w) end
+local function readLocks()
+  for i = 1, nL do locks[i] = {key = key()} end
+end
+local function readSpares()
+  for i = 1, nL do locks[i].spare = arg() == '1' end
+end
+
+-- Escalation: read lazily, since most checks never fail.
+local esc = nil
+local function readEscalation()
+  local e = {fails = {}}
+  local nF = num()
+  e.decay = num()
+  local nS = num()
+  e.ladder = {}
+  for i = 1, nS do e.ladder[i] = num() end
+  for i = 1, nF do
+    local f = {limit = num(), window = num(), keep = num(), idx = {}}
+    local nX = num()
+    f.info = arg()
+    f.key, f.lock = key(), key()
+    for j = 1, nX do f.idx[j] = key() end
+    e.fails[i] = f
+  end
+  esc = e
 end
 
 local struck = {}
 
 -- strike raises failure rule i's lock by one level and restarts it.
-local function strike(i)
-  local key = KEYS[kFailLock + i]
-  local decay = tonumber(ARGV[12])
-  local r = redis.call('HMGET', key, 'level', 'last')
-  local level = tonumber(r[1]) or 0
-  local last = tonumber(r[2])
-  if last == nil or now - last >= decay then level = 0 end
-  level = math.min(level + 1, nS)
-  local untilMs = now + tonumber(ARGV[13 + level])
-  redis.call('HSET', key, 'level', level, 'since', now, 'until', untilMs,
-    'last', now, 'info', ARGV[aFail + 3 * i])
-  -- The record outlives the lockout until the level has decayed.
-  redis.call('PEXPIRE', key, math.max(math.max(untilMs, now + decay) - now, 1))
-  redis.call('ZADD', index, untilMs, key)
-  redis.call('ZREMRANGEBYSCORE', index, '-inf', now)
-  local top = redis.call('ZRANGE', index, -1, -1, 'WITHSCORES')
-  if top[2] then
-    redis.call('PEXPIRE', index, math.max(tonumber(top[2]) - now, 1))
+local function strike(i, f)
+  local r = readLock(f.lock)
+  local level, last = 0, nil
+  if r then level, last = r[1], r[4] end
+  if last == nil or now - last >= esc.decay then level = 0 end
+  level = math.min(level + 1, #esc.ladder)
+  local untilMs = now + esc.ladder[level]
+  local rec = level .. '|' .. now .. '|' .. untilMs .. '|' .. now .. '|' .. f.info
+  redis.call('SET', f.lock, rec, 'PX', math.max(math.max(untilMs, now + esc.decay) - now, 1))
+  raw[f.lock] = rec
+  for _, l in ipairs(locks) do
+    if l.key == f.lock then l.rec = {level, now, untilMs, now, f.info} end
+  end
+  for _, x in ipairs(f.idx) do
+    redis.call('ZREMRANGEBYSCORE', x, '-inf', now)
+    redis.call('ZADD', x, untilMs, f.lock)
+    if redis.call('PTTL', x) < untilMs - now then redis.call('PEXPIRE', x, untilMs - now) end
   end
   struck[#struck + 1] = i
   struck[#struck + 1] = level
@@ -126,139 +212,167 @@ end
 
 -- fail records one failure in every failure log; a log that fills strikes.
 local function fail()
-  for i = 1, nF do
-    local key = KEYS[kFail + i]
-    local limit = tonumber(ARGV[aFail + 3 * i - 2])
-    local w = tonumber(ARGV[aFail + 3 * i - 1])
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', now - w)
-    redis.call('ZADD', key, now, stamp .. 'f' .. i)
-    if redis.call('ZCARD', key) >= limit then
-      redis.call('DEL', key)
-      strike(i)
+  for i, f in ipairs(esc.fails) do
+    local s = readLog(f.key)
+    local n = #s / W
+    local c = n - first(s, n, now - f.window) + 1
+    if c + 1 >= f.limit then
+      logs[f.key] = ''
+      redis.call('DEL', f.key)
+      strike(i, f)
     else
-      keep(key, w)
+      append(f.key, s, 1, f.keep)
     end
   end
 end
 
--- finish appends the lock and the strikes to out (which holds now, allowed
--- and the rules) in the reply layout.
-local function finish(out, allowed, li, ll, ls, lu, linfo)
-  out[2], out[3], out[4], out[5], out[6], out[7] = allowed, li, ll, ls, lu, linfo
+local function finish(out, li, lr)
+  if lr then
+    out[3], out[4], out[5], out[6], out[7] = li, lr[1], lr[2], lr[3], lr[5]
+  end
   out[#out + 1] = #struck / 4
   for i = 1, #struck do out[#out + 1] = struck[i] end
   return out
 end
 
-if op == 'check' then
-  local dry = ARGV[9] == '1'
-  local li, ll, ls, lu, linfo = activeLock()
-  local allowed = li == 0
-  local count, oldest = {}, {}
-  for i = 1, nR do
-    local key = KEYS[i]
-    -- Trim only when the oldest entry has left the window; an empty or
-    -- current log then costs one or two calls instead of three.
-    local edge = now - tonumber(ARGV[aRule + 3 * i - 1])
-    local o = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
-    if o and o <= edge then
-      redis.call('ZREMRANGEBYSCORE', key, '-inf', edge)
-      o = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
-    end
-    local c = 0
-    if o then c = redis.call('ZCARD', key) end
-    count[i], oldest[i] = c, o
-    if c + cost > tonumber(ARGV[aRule + 3 * i - 2]) and ARGV[aRule + 3 * i] ~= '1' then
-      allowed = false
-    end
-  end
+local op = arg()
 
+if op == 'check' then
+  local nR = num()
+  nL = num()
+  local nT, cost, dry, denyFail = num(), num(), arg() == '1', arg() == '1'
+  local rules = {}
+  for i = 1, nR do rules[i] = {key = key()} end
+  readLocks()
+  if nT == 1 then trustKey = key() end
+  if denyFail then readEscalation() end
+  for i = 1, nR do
+    local r = rules[i]
+    r.limit, r.window, r.keep, r.shadow = num(), num(), num(), arg() == '1'
+  end
+  readSpares()
+
+  local pre = {}
+  for i = 1, nR do pre[i] = rules[i].key end
+  for i = 1, nL do pre[#pre + 1] = locks[i].key end
+  if trustKey then pre[#pre + 1] = trustKey end
+  prefetch(pre)
+
+  local li, lr = activeLock()
+  local allowed = li == 0
   local out = {now, 0, 0, 0, 0, 0, '', nR}
   for i = 1, nR do
-    local key, c = KEYS[i], count[i]
-    local limit = tonumber(ARGV[aRule + 3 * i - 2])
-    local w = tonumber(ARGV[aRule + 3 * i - 1])
-    local fits = c + cost <= limit
-    -- A rule logs (or, dry, would log) iff the attempt is allowed and the
-    -- rule itself admits it; a shadow rule never logs what it would deny.
-    local logs = allowed and fits
-    local after = c
-    if logs then after = c + cost end
-    local reset = 0
-    if c > 0 then
-      reset = oldest[i] + w - now
-    elseif logs then
-      reset = w
+    local r = rules[i]
+    local s = readLog(r.key)
+    local n = #s / W
+    local from = first(s, n, now - r.window)
+    local c = n - from + 1
+    local oldest, kth = 0, 0
+    if c > 0 then oldest = stamp(s, from) end
+    r.fits = c + cost <= r.limit
+    if not r.fits then
+      local k = math.min(c + cost - r.limit, c)
+      if k > 0 then kth = stamp(s, from + k - 1) end
+      if not r.shadow then allowed = false end
     end
-    local retry = 0
-    if not fits then
-      -- Cost fits once the k oldest entries have left; the k-th leaves at
-      -- its stamp + W. A cost above the limit never fits; it is told to
-      -- come back when the log is empty (as the memory store does).
-      local k = math.min(c + cost - limit, c)
-      if k > 0 then
-        retry = tonumber(redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')[2]) + w - now
-      else
-        retry = w
+    out[#out + 1] = c
+    out[#out + 1] = oldest
+    out[#out + 1] = kth
+  end
+  if allowed and not dry then
+    local done = {}
+    for i = 1, nR do
+      local r = rules[i]
+      -- A log that several rules name receives the attempt once.
+      if r.fits and not done[r.key] then
+        done[r.key] = true
+        r.at = append(r.key, logs[r.key], cost, r.keep)
       end
-    end
-    local n = #out
-    out[n + 1] = fits and 1 or 0
-    out[n + 2] = after
-    out[n + 3] = math.max(limit - after, 0)
-    out[n + 4] = reset
-    out[n + 5] = retry
-    if logs and not dry then
-      if cost == 1 then
-        redis.call('ZADD', key, now, stamp .. 1)
-      else
-        -- ZADD in batches: unpack is bounded by the Lua C stack.
-        local j = 1
-        while j <= cost do
-          local args = {}
-          local last = math.min(j + 999, cost)
-          for m = j, last do
-            args[#args + 1] = now
-            args[#args + 1] = stamp .. m
-          end
-          redis.call('ZADD', key, unpack(args))
-          j = last + 1
-        end
-      end
-      keep(key, w)
     end
   end
-
-  if li == 0 and not allowed and not dry then fail() end
-  return finish(out, allowed and 1 or 0, li, ll, ls, lu, linfo)
+  for i = 1, nR do out[#out + 1] = rules[i].at or 0 end
+  out[2] = allowed and 1 or 0
+  if li == 0 and not allowed and not dry and denyFail then fail() end
+  return finish(out, li, lr)
 end
 
 if op == 'report' then
-  if ARGV[10] == '1' then
+  nL = num()
+  local nT, failure, ttl, nC = num(), arg() == '1', num(), num()
+  readLocks()
+  if nT == 1 then trustKey = key() end
+  local clear = {}
+  for i = 1, nC do clear[i] = key() end
+  readEscalation()
+  readSpares()
+  local pre = {}
+  for i = 1, nL do pre[i] = locks[i].key end
+  if trustKey then pre[#pre + 1] = trustKey end
+  if failure then
+    for _, f in ipairs(esc.fails) do
+      pre[#pre + 1] = f.key
+      pre[#pre + 1] = f.lock
+    end
+  end
+  prefetch(pre)
+  if failure then
     fail()
   else
-    for i = 1, nC do redis.call('DEL', KEYS[kClear + i]) end
-    local ttl = tonumber(ARGV[11])
-    if nT == 1 and ttl > 0 then
-      redis.call('SET', KEYS[kTrust + 1], now + ttl, 'PX', ttl + 1000)
+    for i = 1, nC do redis.call('DEL', clear[i]) end
+    if trustKey and ttl > 0 then
+      redis.call('SET', trustKey, now + ttl, 'PX', ttl + 1000)
       trusted = true
     end
   end
-  local li, ll, ls, lu, linfo = activeLock()
-  return finish({now, 0, 0, 0, 0, 0, '', 0}, 0, li, ll, ls, lu, linfo)
+  local li, lr = activeLock()
+  return finish({now, 0, 0, 0, 0, 0, '', 0}, li, lr)
 end
 
 if op == 'unlock' then
+  nL = num()
+  local nC = num()
   local active = 0
   for i = 1, nL do
-    local key = KEYS[kLock + i]
-    local u = tonumber(redis.call('HGET', key, 'until'))
-    if u and u > now then active = 1 end
-    redis.call('DEL', key)
-    redis.call('ZREM', index, key)
+    local k = key()
+    local r = readLock(k)
+    if r and r[3] > now then active = 1 end
+    redis.call('DEL', k)
   end
-  for i = 1, nC do redis.call('DEL', KEYS[kClear + i]) end
+  for i = 1, nC do redis.call('DEL', key()) end
   return {now, active}
+end
+
+if op == 'rollback' then
+  -- Takes back cost stamps of value at from each log: the share of a
+  -- Cluster decision that another slot denied. Stamps of one value are
+  -- interchangeable, so any cost of them will do.
+  local nK, cost, at = num(), num(), num()
+  local p = struct.pack('>I6', at)
+  for i = 1, nK do
+    local k = key()
+    local s = redis.call('GET', k)
+    if s then
+      local n = #s / W
+      local left = cost
+      local j = n
+      while j >= 1 and left > 0 do
+        local v = stamp(s, j)
+        if v == at then
+          s = string.sub(s, 1, (j - 1) * W) .. string.sub(s, j * W + 1)
+          left = left - 1
+        elseif v < at then
+          break
+        end
+        j = j - 1
+      end
+      if #s == 0 then
+        redis.call('DEL', k)
+      else
+        redis.call('SET', k, s, 'KEEPTTL')
+      end
+    end
+  end
+  return {now}
 end
 
 return redis.error_reply('guard: unknown op ' .. tostring(op))

@@ -74,7 +74,7 @@ func BenchmarkRedisCheck(b *testing.B) {
 	for _, n := range []int{1, 3} {
 		b.Run("rules="+strconv.Itoa(n), func(b *testing.B) {
 			c, prefix := redisBenchSetup(b)
-			s := NewRedis(c, RedisConfig{Prefix: prefix})
+			s := NewRedis(c, RedisStoreConfig{})
 			keys := make([][]string, n)
 			for r := range keys {
 				keys[r] = redisBenchKeyNames(prefix, "r"+strconv.Itoa(r))
@@ -97,7 +97,7 @@ func BenchmarkRedisCheck(b *testing.B) {
 
 func BenchmarkRedisReport(b *testing.B) {
 	c, prefix := redisBenchSetup(b)
-	s := NewRedis(c, RedisConfig{Prefix: prefix})
+	s := NewRedis(c, RedisStoreConfig{})
 	fails := redisBenchKeyNames(prefix, "fail")
 	locks := redisBenchKeyNames(prefix, "lock")
 	redisBenchRun(b, func(ctx context.Context, i int64) error {
@@ -170,7 +170,7 @@ func BenchmarkRedisPaired(b *testing.B) {
 	for _, n := range []int{1, 3} {
 		b.Run("rules="+strconv.Itoa(n), func(b *testing.B) {
 			c, prefix := redisBenchSetup(b)
-			s := NewRedis(c, RedisConfig{Prefix: prefix})
+			s := NewRedis(c, RedisStoreConfig{})
 			guardKeys := make([][]string, n)
 			rawKeys := make([][]string, n)
 			for r := range guardKeys {

@@ -21,7 +21,7 @@ func newRedisTestStore(t *testing.T, url, prefix string) (*RedisStore, *redis.Cl
 	c := newRedisTestClient(t, url)
 	hook := &redisCountHook{}
 	c.AddHook(hook)
-	s := NewRedis(c, RedisConfig{Prefix: prefix})
+	s := NewRedis(c, RedisStoreConfig{})
 	return s, c, hook
 }
 
@@ -160,47 +160,46 @@ func TestRedisNoScriptReload(t *testing.T) {
 	}
 }
 
-func TestRedisMembersAndEncoding(t *testing.T) {
+// TestRedisLogCompact: a log is a string of 6-byte stamps; a full log of
+// 100 entries stays within 1 KiB of Redis memory, key included.
+func TestRedisLogCompact(t *testing.T) {
 	redisURL, prefix := testenv.Redis(t)
 	s, c, _ := newRedisTestStore(t, redisURL, prefix)
 	ctx := context.Background()
-	// 32-byte nonces, the maximum; a fresh one per call.
-	longNonce := func(i int) string { return strings.Repeat("Zz9_-", 6) + strconv.Itoa(10+i) }
-	rule := Rule{Key: prefix + "log:enc", Limit: 128, Window: time.Hour}
+	// A key of the length Guard's own log keys have.
+	rule := Rule{Key: prefix + "{" + strings.Repeat("h", 24) + "}l:login/user", Limit: 100, Window: time.Hour}
 	esc := redisTestEscalation(prefix, "enc")
-	esc.Failures[0].Limit = 100
-	for i := range 12 {
-		if _, err := s.Check(ctx, &CheckRequest{Rules: []Rule{rule}, Cost: 10, Nonce: longNonce(2 * i)}); err != nil {
+	esc.Failures[0].Limit = 101
+	for i := range 100 {
+		if _, err := s.Check(ctx, &CheckRequest{Rules: []Rule{rule}, Cost: 1}); err != nil {
 			t.Fatalf("check %d: %v", i, err)
 		}
-		if _, err := s.Report(ctx, &ReportRequest{Failure: true, Escalation: esc, Nonce: longNonce(2*i + 1)}); err != nil {
-			t.Fatalf("report %d: %v", i, err)
+		if i < 12 {
+			if _, err := s.Report(ctx, &ReportRequest{Failure: true, Escalation: esc}); err != nil {
+				t.Fatalf("report %d: %v", i, err)
+			}
 		}
 	}
 	for _, tc := range []struct {
 		key  string
 		want int64
-	}{{rule.Key, 120}, {esc.Failures[0].Key, 12}} {
-		members, err := c.ZRange(ctx, tc.key, 0, -1).Result()
+	}{{rule.Key, 100}, {esc.Failures[0].Key, 12}} {
+		n, err := c.StrLen(ctx, tc.key).Result()
 		if err != nil {
-			t.Fatalf("zrange %s: %v", tc.key, err)
+			t.Fatalf("strlen %s: %v", tc.key, err)
 		}
-		if int64(len(members)) != tc.want {
-			t.Errorf("%s: got %d members, want %d (unique)", tc.key, len(members), tc.want)
-		}
-		for _, m := range members {
-			if len(m) > 64 {
-				t.Errorf("%s: member %q is %d bytes, want at most 64", tc.key, m, len(m))
-			}
-		}
-		enc, err := c.ObjectEncoding(ctx, tc.key).Result()
-		if err != nil {
-			t.Fatalf("object encoding %s: %v", tc.key, err)
-		}
-		if enc != "listpack" && enc != "ziplist" {
-			t.Errorf("%s: got encoding %q, want listpack (ziplist before Redis 7)", tc.key, enc)
+		if n != tc.want*redisStampBytes {
+			t.Errorf("%s: got %d bytes, want %d entries of %d", tc.key, n, tc.want, redisStampBytes)
 		}
 	}
+	mem, err := c.MemoryUsage(ctx, rule.Key).Result()
+	if err != nil {
+		t.Fatalf("memory usage: %v", err)
+	}
+	if mem > 1024 {
+		t.Errorf("full 100-entry log: MEMORY USAGE %d bytes, want at most 1024", mem)
+	}
+	t.Logf("full 100-entry log: MEMORY USAGE %d bytes (key %d bytes)", mem, len(rule.Key))
 }
 
 func TestRedisEveryKeyExpires(t *testing.T) {
@@ -208,6 +207,7 @@ func TestRedisEveryKeyExpires(t *testing.T) {
 	s, c, _ := newRedisTestStore(t, redisURL, prefix)
 	ctx := context.Background()
 	esc := redisTestEscalation(prefix, "ttl")
+	esc.Failures[0].Indexes = []string{prefix + "idx:u"}
 	esc.Failures = append(esc.Failures, FailureRule{
 		Key: prefix + "fail:slow", Limit: 5, Window: time.Hour, LockKey: prefix + "lock:slow",
 	})
@@ -240,7 +240,7 @@ func TestRedisEveryKeyExpires(t *testing.T) {
 		}
 	}
 	keys := redisTestKeys(t, c, prefix)
-	want := []string{"log:a", "log:b", "fail:slow", "lock:ttl", "trust:u:d", "locks"}
+	want := []string{"log:a", "log:b", "fail:slow", "lock:ttl", "trust:u:d", "idx:u"}
 	for _, w := range want {
 		found := false
 		for _, k := range keys {
@@ -303,10 +303,11 @@ func TestRedisStrictTwoClients(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
-	n, err := c.ZCard(context.Background(), rule.Key).Result()
+	n, err := c.StrLen(context.Background(), rule.Key).Result()
 	if err != nil {
-		t.Fatalf("zcard: %v", err)
+		t.Fatalf("strlen: %v", err)
 	}
+	n /= redisStampBytes
 	if allowed > limit || int(n) != allowed || n < limit-1 {
 		t.Errorf("%d attempts of cost 1-2 on limit %d: got %d entries allowed, %d logged; want equal, in [%d, %d]",
 			workers*attempts, limit, allowed, n, limit-1, limit)
@@ -320,7 +321,8 @@ func TestRedisErrors(t *testing.T) {
 	s, c, hook := newRedisTestStore(t, url, prefix)
 	ctx := context.Background()
 	rule := Rule{Key: prefix + "log:e", Limit: 5, Window: time.Minute}
-	if err := c.Set(ctx, prefix+"log:string", "x", time.Minute).Err(); err != nil {
+	// Not a log: 7 bytes are no whole number of 6-byte stamps.
+	if err := c.Set(ctx, prefix+"log:string", "corrupt", time.Minute).Err(); err != nil {
 		t.Fatalf("set: %v", err)
 	}
 
@@ -351,8 +353,8 @@ func TestRedisErrors(t *testing.T) {
 
 	t.Run("script error is not unavailable", func(t *testing.T) {
 		_, err := s.Check(ctx, &CheckRequest{Rules: []Rule{{Key: prefix + "log:string", Limit: 1, Window: time.Minute}}, Cost: 1})
-		if err == nil || errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "WRONGTYPE") {
-			t.Errorf("check on a string key: got %v, want a WRONGTYPE error that is not ErrUnavailable", err)
+		if err == nil || errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "user_script") {
+			t.Errorf("check on a corrupt log: got %v, want a script error that is not ErrUnavailable", err)
 		}
 	})
 
@@ -384,30 +386,22 @@ func TestRedisErrors(t *testing.T) {
 		if err := s.Ping(cctx); !errors.Is(err, ErrUnavailable) {
 			t.Errorf("ping: got %v, want ErrUnavailable", err)
 		}
-		if _, err := s.Lockouts(cctx); !errors.Is(err, ErrUnavailable) {
+		if _, err := s.Lockouts(cctx, &LockQuery{Pattern: "*", Limit: 1}); !errors.Is(err, ErrUnavailable) {
 			t.Errorf("lockouts: got %v, want ErrUnavailable", err)
 		}
 	})
 }
 
-func TestRedisConfigDefaults(t *testing.T) {
+func TestRedisStoreConfigDefaults(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
-	cases := []struct {
-		name string
-		cfg  RedisConfig
-		want string
-	}{
-		{"zero prefix", RedisConfig{}, "guard:v1:locks"},
-		{"own prefix", RedisConfig{Prefix: "x:"}, "x:locks"},
+	s := NewRedis(c, RedisStoreConfig{})
+	if s.batch.maxBatch != 64 || cap(s.batch.calls) != 4*64 {
+		t.Errorf("batcher: max batch %d, queue %d; want 64 and 256", s.batch.maxBatch, cap(s.batch.calls))
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := NewRedis(c, tc.cfg).index; got != tc.want {
-				t.Errorf("lockout index: got %q, want %q", got, tc.want)
-			}
-		})
+	if s.cluster {
+		t.Errorf("a single-node client is taken for a cluster")
 	}
-	if err := NewRedis(c, RedisConfig{}).Close(); err != nil {
+	if err := s.Close(); err != nil {
 		t.Errorf("close: %v", err)
 	}
 }

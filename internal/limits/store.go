@@ -60,9 +60,11 @@ import (
 	"time"
 )
 
-// ErrUnavailable is returned (wrapped) when the backend cannot be reached
-// within the call's budget. The failover store turns it into a degraded
-// answer; callers of a raw store see it as an error.
+// ErrUnavailable is returned (wrapped) when the backend cannot answer: it
+// cannot be reached within the call's budget, the connection is refused or
+// reset, or the server says it cannot answer now (LOADING, a failover under
+// way, CLUSTERDOWN, ...). Only such errors open the failover store's
+// breaker; any other error (a script or type error) is a bug.
 var ErrUnavailable = errors.New("limit store unavailable")
 
 // Store is the contract of a limit backend. Implementations: RedisStore,
@@ -76,9 +78,15 @@ type Store interface {
 	// Unlock deletes the given lock records (level included) and failure
 	// logs. It reports whether any of the locks was active.
 	Unlock(ctx context.Context, req *UnlockRequest) (bool, error)
-	// Lockouts lists every active lockout (until > now), ordered by until
-	// descending.
-	Lockouts(ctx context.Context) ([]LockState, error)
+	// Lockouts lists one page of the active lockouts (until > now) that q
+	// selects; see LockQuery. It is an admin read: the failover store gives
+	// it its own timeout, never answers it from the fallback while the
+	// primary is up, and never counts it towards the breaker.
+	Lockouts(ctx context.Context, q *LockQuery) (LockPage, error)
+	// Lock sets manual lockouts (see LockRequest) and returns, per lock,
+	// its state with the level of its strike record and the later of the
+	// two ends. Manual lock records are listed by Lockouts like struck ones.
+	Lock(ctx context.Context, req *LockRequest) ([]LockState, error)
 	// Ping reports whether the backend answers.
 	Ping(ctx context.Context) error
 	// Close releases the backend's resources.
@@ -87,12 +95,17 @@ type Store interface {
 
 // Rule is one sliding-window-log limit applied to one key.
 type Rule struct {
-	// Key is the log's full key, e.g. "guard:v1:log:login/ip:<hash>".
+	// Key is the log's full key, e.g. "guard:v2:{<hash>}l:login/ip".
 	Key string
 	// Limit is the number of entries the window holds; at least 1.
 	Limit int
 	// Window is W; whole milliseconds, at least 1ms.
 	Window time.Duration
+	// Keep is how long the log lives after its newest entry: the longest
+	// window any rule uses Key with (a log two actions share), fixed at
+	// start-up. Entries older than Keep are trimmed. Below Window (or 0) it
+	// counts as Window.
+	Keep time.Duration
 	// Shadow rules are evaluated and logged but never deny.
 	Shadow bool
 }
@@ -100,7 +113,7 @@ type Rule struct {
 // LockRef names a lockout record to consult.
 type LockRef struct {
 	// Key is the lock record's full key,
-	// e.g. "guard:v1:lock:auth:user:<hash>".
+	// e.g. "guard:v2:{<hash>}k:auth:user".
 	Key string
 	// SpareIfTrusted makes the lock not apply when the request's TrustKey
 	// exists (user-level lockouts spare trusted devices).
@@ -115,8 +128,14 @@ type FailureRule struct {
 	Limit int
 	// Window is the failure log's window.
 	Window time.Duration
+	// Keep is as in Rule.
+	Keep time.Duration
 	// LockKey is the lock record struck when the log fills.
 	LockKey string
+	// Indexes are the lockout index keys a strike adds LockKey to (one per
+	// identity the lock involves), so that listings by identity need no
+	// index that every decision shares. LockQuery.Index names one of them.
+	Indexes []string
 	// Info is stored with the lock record when it strikes and returned by
 	// Lockouts (the caller keeps ledger, dimension and identifier hashes in
 	// it; never raw identifiers). At most 512 bytes.
@@ -260,4 +279,31 @@ type UnlockRequest struct {
 	Locks []string
 	// Failures are failure log keys to delete.
 	Failures []string
+}
+
+// LockQuery selects a page of active lockouts for Store.Lockouts.
+type LockQuery struct {
+	// Index, when set, is a lockout index key (FailureRule.Indexes): the
+	// candidates are the locks struck with it. Else every lock record
+	// whose key matches Pattern is a candidate.
+	Index string
+	// Pattern is a key pattern in which '*' matches any run of bytes and
+	// every other byte itself, e.g. "guard:v2:{*}k:*". Required without
+	// Index.
+	Pattern string
+	// Keep, when set, drops candidates before paging.
+	Keep func(LockState) bool
+	// Limit is the most lockouts a page holds; 1 to 1000.
+	Limit int
+	// Cursor is a page's Next, or "" for the first page.
+	Cursor string
+}
+
+// LockPage is one page of a listing.
+type LockPage struct {
+	// Locks holds the page's lockouts, ending last first.
+	Locks []LockState
+	// Next continues the listing; "" when it is complete. A store's cursor
+	// is opaque and only meaningful to the same store.
+	Next string
 }

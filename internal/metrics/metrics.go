@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/guardhq/guard/sdk"
 )
 
 // MaxLabelValues is the number of distinct values one label accepts before
@@ -29,8 +31,10 @@ var breakerStates = [...]string{"closed", "open", "half_open"}
 // decisionReasons are the decision and reason pairs a check can answer
 // (API.md); InitSeries creates them for every action.
 var decisionReasons = [...][2]string{
-	{"allow", "ok"}, {"allow", "allowlisted"}, {"allow", "shadow"}, {"allow", "store_unavailable"},
-	{"deny", "rate_limited"}, {"deny", "locked_out"}, {"deny", "denylisted"}, {"deny", "store_unavailable"},
+	{sdk.DecisionAllow, sdk.ReasonOK}, {sdk.DecisionAllow, sdk.ReasonAllowlisted},
+	{sdk.DecisionAllow, sdk.ReasonShadow}, {sdk.DecisionAllow, sdk.ReasonStoreUnavailable},
+	{sdk.DecisionDeny, sdk.ReasonRateLimited}, {sdk.DecisionDeny, sdk.ReasonLockedOut},
+	{sdk.DecisionDeny, sdk.ReasonDenylisted}, {sdk.DecisionDeny, sdk.ReasonStoreUnavailable},
 }
 
 // alertResults are the values of guard_alerts_total's result label.

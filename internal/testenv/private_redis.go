@@ -5,6 +5,7 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -25,13 +26,15 @@ type RedisServer struct {
 	bin  string
 	port int
 	dir  string
+	args []string  // extra redis-server arguments
 	cmd  *exec.Cmd // nil while killed
 }
 
 // PrivateRedis starts a private redis-server (no persistence, in a temp
-// dir) and waits until it answers; Missing when redis-server is not
+// dir; args are further redis-server arguments, e.g. "--replicaof", host,
+// port) and waits until it answers; Missing when redis-server is not
 // installed. It is killed when the test ends.
-func PrivateRedis(tb testing.TB) *RedisServer {
+func PrivateRedis(tb testing.TB, args ...string) *RedisServer {
 	tb.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -43,7 +46,7 @@ func PrivateRedis(tb testing.TB) *RedisServer {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	s := &RedisServer{tb: tb, bin: bin, port: port, dir: tb.TempDir()}
+	s := &RedisServer{tb: tb, bin: bin, port: port, dir: tb.TempDir(), args: args}
 	tb.Cleanup(func() {
 		if s.cmd != nil {
 			_ = s.cmd.Process.Kill()
@@ -53,6 +56,9 @@ func PrivateRedis(tb testing.TB) *RedisServer {
 	s.Restart()
 	return s
 }
+
+// Port is the server's port.
+func (s *RedisServer) Port() int { return s.port }
 
 // Addr is the server's host:port.
 func (s *RedisServer) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
@@ -67,8 +73,15 @@ func (s *RedisServer) Restart() {
 	if s.cmd != nil {
 		s.tb.Fatalf("restart private redis-server: it is still running")
 	}
-	cmd := exec.Command(s.bin, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+	// A config file (an argument that is no option) must come first.
+	var args []string
+	extra := s.args
+	if len(extra) > 0 && !strings.HasPrefix(extra[0], "--") {
+		args, extra = append(args, extra[0]), extra[1:]
+	}
+	args = append(args, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.dir)
+	cmd := exec.Command(s.bin, append(args, extra...)...)
 	if err := cmd.Start(); err != nil {
 		s.tb.Fatalf("start redis-server: %v", err)
 	}

@@ -1,0 +1,351 @@
+package api
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+)
+
+// Review page sessions. Signing in with an API key sets a cookie that
+// names the key and an expiry, signed with the session secret and bound to
+// the key's digest (so a rotated or removed key ends its sessions). The
+// cookie is HttpOnly, SameSite=Strict, Secure when served over TLS, and
+// lives SessionTTL from the last page view. Signing out clears it and
+// revokes it on this instance.
+const (
+	sessionCookie = "guard_session"
+	// SessionTTL is how long a review session lasts without a page view.
+	SessionTTL = 30 * time.Minute
+)
+
+// uiAuth is how a review request was authenticated.
+type uiAuth struct {
+	key *apiKey
+	// sid identifies the session for CSRF tokens: the cookie's nonce, or
+	// "basic:<key name>" for HTTP Basic.
+	sid string
+	// csrfFree is set for Bearer requests: a browser never attaches a
+	// Bearer header on its own, so they cannot be forged cross-site.
+	csrfFree bool
+	// cookie is set when the request came with a session cookie.
+	cookie bool
+}
+
+const ctxUIAuth = "guard.uiauth"
+
+func uiAuthFrom(c *gin.Context) *uiAuth {
+	v, _ := c.Get(ctxUIAuth)
+	a, _ := v.(*uiAuth)
+	return a
+}
+
+// sessions signs and checks session cookies and CSRF tokens.
+type sessions struct {
+	secret []byte
+	now    func() time.Time
+
+	mu      sync.Mutex
+	revoked map[string]time.Time // nonce -> when its cookie would expire anyway
+}
+
+func newSessions(secret []byte, now func() time.Time) *sessions {
+	if len(secret) == 0 {
+		secret = make([]byte, 32)
+		_, _ = rand.Read(secret)
+	}
+	return &sessions{secret: append([]byte(nil), secret...), now: now, revoked: map[string]time.Time{}}
+}
+
+func (s *sessions) mac(parts ...string) []byte {
+	m := hmac.New(sha256.New, s.secret)
+	for _, p := range parts {
+		m.Write([]byte(p))
+		m.Write([]byte{0})
+	}
+	return m.Sum(nil)
+}
+
+// cookieValue is "v1.<name b64>.<expiry unix>.<nonce>.<mac b64>".
+func (s *sessions) cookieValue(k *apiKey, nonce string, exp time.Time) string {
+	name := base64.RawURLEncoding.EncodeToString([]byte(k.name))
+	e := strconv.FormatInt(exp.Unix(), 10)
+	sum := s.mac("session", name, e, nonce, hex.EncodeToString(k.digest[:]))
+	return "v1." + name + "." + e + "." + nonce + "." + base64.RawURLEncoding.EncodeToString(sum)
+}
+
+// parse checks a cookie value against the configured keys.
+func (s *sessions) parse(keys []apiKey, v string) (k *apiKey, nonce string, exp time.Time, ok bool) {
+	parts := strings.Split(v, ".")
+	if len(parts) != 5 || parts[0] != "v1" || len(v) > 512 {
+		return nil, "", time.Time{}, false
+	}
+	nameB, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return nil, "", time.Time{}, false
+	}
+	unix, err := strconv.ParseInt(parts[2], 10, 64)
+	if err != nil {
+		return nil, "", time.Time{}, false
+	}
+	sum, err := base64.RawURLEncoding.DecodeString(parts[4])
+	if err != nil {
+		return nil, "", time.Time{}, false
+	}
+	exp = time.Unix(unix, 0)
+	if !s.now().Before(exp) || exp.Sub(s.now()) > SessionTTL+time.Minute {
+		return nil, "", time.Time{}, false
+	}
+	name := string(nameB)
+	for i := range keys {
+		if keys[i].name != name {
+			continue
+		}
+		want := s.mac("session", parts[1], parts[2], parts[3], hex.EncodeToString(keys[i].digest[:]))
+		if !hmac.Equal(sum, want) {
+			return nil, "", time.Time{}, false
+		}
+		if s.isRevoked(parts[3]) {
+			return nil, "", time.Time{}, false
+		}
+		return &keys[i], parts[3], exp, true
+	}
+	return nil, "", time.Time{}, false
+}
+
+func (s *sessions) isRevoked(nonce string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.revoked[nonce]
+	return ok
+}
+
+func (s *sessions) revoke(nonce string, exp time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	for n, e := range s.revoked {
+		if !now.Before(e) {
+			delete(s.revoked, n)
+		}
+	}
+	s.revoked[nonce] = exp
+}
+
+// csrfToken is the form token of a session.
+func (s *sessions) csrfToken(sid string) string {
+	return base64.RawURLEncoding.EncodeToString(s.mac("csrf", sid)[:18])
+}
+
+func (s *sessions) validCSRF(sid, token string) bool {
+	want := s.csrfToken(sid)
+	return len(token) == len(want) && subtle.ConstantTimeCompare([]byte(token), []byte(want)) == 1
+}
+
+func newNonce() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// setSessionCookie writes the session cookie for k.
+func (s *server) setSessionCookie(c *gin.Context, k *apiKey, nonce string) {
+	exp := s.now().Add(SessionTTL)
+	http.SetCookie(c.Writer, &http.Cookie{
+		Name: sessionCookie, Value: s.sess.cookieValue(k, nonce, exp), Path: "/ui",
+		Expires: exp, MaxAge: int(SessionTTL / time.Second),
+		HttpOnly: true, Secure: c.Request.TLS != nil, SameSite: http.SameSiteStrictMode,
+	})
+}
+
+func clearSessionCookie(c *gin.Context) {
+	http.SetCookie(c.Writer, &http.Cookie{
+		Name: sessionCookie, Value: "", Path: "/ui", MaxAge: -1,
+		HttpOnly: true, Secure: c.Request.TLS != nil, SameSite: http.SameSiteStrictMode,
+	})
+}
+
+// requireUI authenticates a review request by Bearer header, HTTP Basic
+// (the key as the password) or session cookie, and authorises it for
+// scope. A browser without credentials is sent to the sign-in form; other
+// clients get 401 with a Basic challenge. A session is renewed once half
+// of it has passed.
+func (s *server) requireUI(scope string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		a := s.uiAuthenticate(c)
+		if a == nil {
+			if wantsHTML(c) && c.Request.Method == http.MethodGet {
+				c.Redirect(http.StatusSeeOther, "/ui/login?next="+url.QueryEscape(c.Request.URL.RequestURI()))
+				c.Abort()
+				return
+			}
+			c.Header("WWW-Authenticate", `Basic realm="Guard review pages", charset="UTF-8"`)
+			writeError(c, errUnauthenticated)
+			return
+		}
+		if st := stateFrom(c); st != nil {
+			st.key = a.key
+		} else {
+			c.Set(ctxState, &reqState{base: slog.New(slog.DiscardHandler), key: a.key})
+		}
+		c.Set(ctxUIAuth, a)
+		if !a.key.has(scope) {
+			s.renderError(c, http.StatusForbidden, "Not allowed", "The key "+a.key.name+" lacks the "+scope+" scope for this page or action.")
+			return
+		}
+		c.Next()
+	}
+}
+
+func (s *server) uiAuthenticate(c *gin.Context) *uiAuth {
+	if token, ok := bearer(c.GetHeader("Authorization")); ok {
+		if k, ok := lookup(s.keys, token); ok {
+			return &uiAuth{key: k, sid: "bearer:" + k.name, csrfFree: true}
+		}
+		return nil
+	}
+	if _, pw, ok := c.Request.BasicAuth(); ok && pw != "" {
+		if k, ok := lookup(s.keys, pw); ok {
+			return &uiAuth{key: k, sid: "basic:" + k.name}
+		}
+		return nil
+	}
+	ck, err := c.Request.Cookie(sessionCookie)
+	if err != nil {
+		return nil
+	}
+	k, nonce, exp, ok := s.sess.parse(s.keys, ck.Value)
+	if !ok {
+		return nil
+	}
+	if exp.Sub(s.now()) < SessionTTL/2 {
+		s.setSessionCookie(c, k, nonce)
+	}
+	return &uiAuth{key: k, sid: nonce, cookie: true}
+}
+
+// checkCSRF guards a state-changing review request: the form's csrf token
+// must be the session's (Bearer requests excepted), and a request that
+// names its Origin must come from this site.
+func (s *server) checkCSRF(c *gin.Context) bool {
+	a := uiAuthFrom(c)
+	if !sameOrigin(c) {
+		s.renderError(c, http.StatusForbidden, "Request refused", "The request came from another site.")
+		return false
+	}
+	if a != nil && a.csrfFree {
+		return true
+	}
+	if a == nil || !s.sess.validCSRF(a.sid, c.PostForm("csrf")) {
+		s.renderError(c, http.StatusForbidden, "Request refused",
+			"The form's security token is missing or stale. Reload the page and try again.")
+		return false
+	}
+	return true
+}
+
+// sameOrigin reports whether a post's Origin header, when it has one, names
+// this site: the request's Host, or the X-Forwarded-Host a reverse proxy
+// set (a cross-site form cannot set that header). "null" (an opaque
+// origin: a sandboxed frame, a data: page) is refused.
+func sameOrigin(c *gin.Context) bool {
+	o := c.GetHeader("Origin")
+	if o == "" {
+		return true
+	}
+	u, err := url.Parse(o)
+	if err != nil || o == "null" || u.Host == "" {
+		return false
+	}
+	if u.Host == c.Request.Host {
+		return true
+	}
+	for _, h := range strings.Split(c.GetHeader("X-Forwarded-Host"), ",") {
+		if strings.TrimSpace(h) == u.Host {
+			return true
+		}
+	}
+	return false
+}
+
+// wantsHTML reports whether the client asked for a page (a browser).
+func wantsHTML(c *gin.Context) bool {
+	return strings.Contains(c.GetHeader("Accept"), "text/html")
+}
+
+// safeNext keeps a post-sign-in redirect on the review pages.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/ui") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+		return "/ui/"
+	}
+	if strings.HasPrefix(next, "/ui/login") || strings.HasPrefix(next, "/ui/logout") {
+		return "/ui/"
+	}
+	return next
+}
+
+// handleUILoginForm renders the sign-in form.
+func (s *server) handleUILoginForm(c *gin.Context) {
+	s.renderPage(c, http.StatusOK, s.ui.login, "Sign in", loginData{Next: safeNext(c.Query("next"))})
+}
+
+type loginData struct {
+	Next, Error string
+}
+
+// handleUILogin checks the key of the sign-in form and starts a session.
+// A wrong key, or one without audit:read, re-renders the form (401/403)
+// without saying which keys exist.
+func (s *server) handleUILogin(c *gin.Context) {
+	next := safeNext(c.PostForm("next"))
+	if !sameOrigin(c) {
+		s.renderError(c, http.StatusForbidden, "Request refused", "The request came from another site.")
+		return
+	}
+	key := strings.TrimSpace(c.PostForm("key"))
+	k, ok := lookup(s.keys, key)
+	if key == "" || !ok {
+		loggerFrom(c).Info("review sign-in refused", "reason", "unknown key")
+		s.renderPage(c, http.StatusUnauthorized, s.ui.login, "Sign in", loginData{Next: next, Error: "That key is not valid."})
+		return
+	}
+	if !k.has(ScopeAuditRead) {
+		s.renderPage(c, http.StatusForbidden, s.ui.login, "Sign in", loginData{Next: next,
+			Error: "That key may not read the audit trail (it needs the audit:read or admin scope)."})
+		return
+	}
+	s.setSessionCookie(c, k, newNonce())
+	loggerFrom(c).Info("review sign-in", "key", k.name)
+	c.Redirect(http.StatusSeeOther, next)
+}
+
+// handleUILogout ends the session (CSRF-checked: signing someone out is a
+// state change too).
+// Without a valid session there is nothing to end: the cookie is cleared
+// all the same.
+func (s *server) handleUILogout(c *gin.Context) {
+	if a := s.uiAuthenticate(c); a != nil {
+		c.Set(ctxUIAuth, a)
+		if !s.checkCSRF(c) {
+			return
+		}
+	}
+	if ck, err := c.Request.Cookie(sessionCookie); err == nil {
+		if _, nonce, exp, ok := s.sess.parse(s.keys, ck.Value); ok {
+			s.sess.revoke(nonce, exp)
+		}
+	}
+	clearSessionCookie(c)
+	c.Redirect(http.StatusSeeOther, "/ui/login")
+}

@@ -1,0 +1,373 @@
+package limits
+
+import (
+	"fmt"
+	"time"
+)
+
+// callGroup is the share of one decision that one script call decides: on
+// a single node every key, on Cluster the keys of one slot. Indexes are
+// into the request's Rules, Locks and escalation Failures.
+type callGroup struct {
+	slot  int
+	rules []int
+	locks []int
+	trust bool
+	// esc holds the failure rules decided here; foreign[i] the index keys
+	// of esc[i] that lie in other slots (written after a strike).
+	esc      []FailureRule
+	foreign  [][]string
+	escSpec  *Escalation
+	denyFail bool
+	clear    []string
+}
+
+// groups collects callGroups by slot, in first-seen order.
+type groups struct {
+	s     *RedisStore
+	bySlt map[int]*callGroup
+	list  []*callGroup
+}
+
+func (gs *groups) of(key string) *callGroup {
+	if !gs.s.cluster {
+		// One node: every key in the one script, no map needed.
+		if len(gs.list) == 0 {
+			gs.list = append(gs.list, &callGroup{})
+		}
+		return gs.list[0]
+	}
+	slot := gs.s.slot(key)
+	if g := gs.bySlt[slot]; g != nil {
+		return g
+	}
+	g := &callGroup{slot: slot}
+	if gs.bySlt == nil {
+		gs.bySlt = map[int]*callGroup{}
+	}
+	gs.bySlt[slot] = g
+	gs.list = append(gs.list, g)
+	return g
+}
+
+// addLocks puts each lock in its slot's group, and the trust record in
+// every group whose lock spares trusted devices.
+func (gs *groups) addLocks(locks []LockRef, trustKey string) {
+	for i, l := range locks {
+		g := gs.of(l.Key)
+		g.locks = append(g.locks, i)
+		if l.SpareIfTrusted && trustKey != "" {
+			g.trust = true
+		}
+	}
+}
+
+// addEscalation puts each failure rule in its log's slot.
+func (gs *groups) addEscalation(esc *Escalation) {
+	for _, f := range esc.Failures {
+		g := gs.of(f.Key)
+		g.escSpec = esc
+		var foreign []string
+		local := f
+		local.Indexes = nil
+		for _, x := range f.Indexes {
+			if gs.s.slot(x) == g.slot {
+				local.Indexes = append(local.Indexes, x)
+			} else {
+				foreign = append(foreign, x)
+			}
+		}
+		g.esc = append(g.esc, local)
+		g.foreign = append(g.foreign, foreign)
+	}
+}
+
+func (s *RedisStore) checkGroups(req *CheckRequest) []*callGroup {
+	gs := &groups{s: s}
+	for i := range req.Rules {
+		g := gs.of(req.Rules[i].Key)
+		g.rules = append(g.rules, i)
+	}
+	gs.addLocks(req.Locks, req.TrustKey)
+	if len(gs.list) == 0 {
+		gs.of("") // a check without rules or locks still reads the clock
+	}
+	// On one node the denial's failure is recorded in the same script; on
+	// Cluster, with several slots, after the combined decision.
+	if req.DenialFailures != nil && len(gs.list) == 1 && !s.cluster {
+		gs.list[0].denyFail = true
+		gs.addEscalation(req.DenialFailures)
+	}
+	return gs.list
+}
+
+func (s *RedisStore) reportGroups(req *ReportRequest) []*callGroup {
+	gs := &groups{s: s}
+	if req.Failure {
+		gs.addEscalation(&req.Escalation)
+	} else {
+		for _, k := range req.Clear {
+			g := gs.of(k)
+			g.clear = append(g.clear, k)
+		}
+		if req.TrustKey != "" && req.TrustTTL > 0 {
+			gs.of(req.TrustKey).trust = true
+		}
+	}
+	gs.addLocks(req.Locks, req.TrustKey)
+	if len(gs.list) == 0 {
+		gs.of("")
+	}
+	return gs.list
+}
+
+// build returns KEYS and ARGV of the group's call for req (a
+// *CheckRequest or *ReportRequest), in redis.lua's order.
+func (g *callGroup) build(req any) ([]string, []any) {
+	var keys []string
+	var args []any
+	switch req := req.(type) {
+	case *CheckRequest:
+		nT := 0
+		if g.trust {
+			nT = 1
+		}
+		args = append(args, "check", len(g.rules), len(g.locks), nT, req.Cost, redisBool(req.DryRun), redisBool(g.denyFail))
+		for _, i := range g.rules {
+			keys = append(keys, req.Rules[i].Key)
+		}
+		keys = g.lockKeys(keys, req.Locks)
+		if g.trust {
+			keys = append(keys, req.TrustKey)
+		}
+		if g.denyFail {
+			keys, args = g.escalation(keys, args)
+		}
+		for _, i := range g.rules {
+			r := &req.Rules[i]
+			args = append(args, r.Limit, r.Window.Milliseconds(), keepMs(r.Keep, r.Window), redisBool(r.Shadow))
+		}
+		args = g.spares(args, req.Locks)
+	case *ReportRequest:
+		nT := 0
+		if g.trust {
+			nT = 1
+		}
+		args = append(args, "report", len(g.locks), nT, redisBool(req.Failure), req.TrustTTL.Milliseconds(), len(g.clear))
+		keys = g.lockKeys(keys, req.Locks)
+		if g.trust {
+			keys = append(keys, req.TrustKey)
+		}
+		keys = append(keys, g.clear...)
+		keys, args = g.escalation(keys, args)
+		args = g.spares(args, req.Locks)
+	}
+	return keys, args
+}
+
+func (g *callGroup) lockKeys(keys []string, locks []LockRef) []string {
+	for _, i := range g.locks {
+		keys = append(keys, locks[i].Key)
+	}
+	return keys
+}
+
+func (g *callGroup) spares(args []any, locks []LockRef) []any {
+	for _, i := range g.locks {
+		args = append(args, redisBool(locks[i].SpareIfTrusted))
+	}
+	return args
+}
+
+// escalation appends the escalation section (empty without failure rules).
+func (g *callGroup) escalation(keys []string, args []any) ([]string, []any) {
+	if len(g.esc) == 0 {
+		return keys, append(args, 0, 0, 0)
+	}
+	e := g.escSpec
+	args = append(args, len(g.esc), e.Decay.Milliseconds(), len(e.Ladder))
+	for _, d := range e.Ladder {
+		args = append(args, d.Milliseconds())
+	}
+	for _, f := range g.esc {
+		args = append(args, f.Limit, f.Window.Milliseconds(), keepMs(f.Keep, f.Window), len(f.Indexes), f.Info)
+		keys = append(keys, f.Key, f.LockKey)
+		keys = append(keys, f.Indexes...)
+	}
+	return keys, args
+}
+
+// redisStampBytes is the size of one log entry in redis.lua's logs.
+const redisStampBytes = 6
+
+func keepMs(keep, window time.Duration) int64 {
+	return max(keep, window).Milliseconds()
+}
+
+func redisBool(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// checkReply is a decoded check or report reply of redis.lua.
+type checkReply struct {
+	now     int64
+	allowed bool
+	// lockIdx is the 1-based index of the active lock among the group's
+	// locks, 0 when none; lock holds its state without the key.
+	lockIdx int
+	lock    LockState
+	rules   []ruleReply
+	struck  []redisStrike
+}
+
+type ruleReply struct {
+	count, oldest, kth, at int64
+}
+
+type redisStrike struct {
+	failure          int // 1-based index into the group's failure rules
+	level            int
+	sinceMs, untilMs int64
+}
+
+// replyReader walks a flat reply array.
+type replyReader struct {
+	v   []any
+	i   int
+	err error
+}
+
+func (r *replyReader) next() any {
+	if r.err != nil {
+		return nil
+	}
+	if r.i >= len(r.v) {
+		r.err = fmt.Errorf("reply ends at value %d", r.i)
+		return nil
+	}
+	r.i++
+	return r.v[r.i-1]
+}
+
+func (r *replyReader) int() int64 {
+	v := r.next()
+	n, ok := v.(int64)
+	if !ok && r.err == nil {
+		r.err = fmt.Errorf("reply value %d is %T, want integer", r.i-1, v)
+	}
+	return n
+}
+
+func (r *replyReader) str() string {
+	v := r.next()
+	s, ok := v.(string)
+	if !ok && r.err == nil {
+		r.err = fmt.Errorf("reply value %d is %T, want string", r.i-1, v)
+	}
+	return s
+}
+
+// parseCheckReply decodes a check or report reply for nRules rules.
+func parseCheckReply(v []any, nRules int) (checkReply, error) {
+	r := &replyReader{v: v}
+	var out checkReply
+	out.now = r.int()
+	out.allowed = r.int() == 1
+	out.lockIdx = int(r.int())
+	out.lock.Level = int(r.int())
+	out.lock.Since = time.UnixMilli(r.int())
+	out.lock.Until = time.UnixMilli(r.int())
+	out.lock.Info = r.str()
+	if n := int(r.int()); r.err == nil && n != nRules {
+		return out, fmt.Errorf("reply has %d rules, want %d", n, nRules)
+	}
+	if nRules > 0 {
+		out.rules = make([]ruleReply, nRules)
+	}
+	for i := range out.rules {
+		out.rules[i] = ruleReply{count: r.int(), oldest: r.int(), kth: r.int()}
+	}
+	for i := range out.rules {
+		out.rules[i].at = r.int()
+	}
+	n := int(r.int())
+	for i := 0; i < n && r.err == nil; i++ {
+		out.struck = append(out.struck, redisStrike{
+			failure: int(r.int()),
+			level:   int(r.int()),
+			sinceMs: r.int(),
+			untilMs: r.int(),
+		})
+	}
+	if r.err == nil && r.i != len(v) {
+		return out, fmt.Errorf("reply has %d values, read %d", len(v), r.i)
+	}
+	return out, r.err
+}
+
+// ruleResult turns what the script saw of one rule into its RuleResult,
+// given the decision (allowed: the attempt was logged where it fits).
+func ruleResult(rule *Rule, cost int, allowed bool, now int64, r ruleReply) RuleResult {
+	w := rule.Window.Milliseconds()
+	fits := int(r.count)+cost <= rule.Limit
+	logs := allowed && fits
+	after := int(r.count)
+	if logs {
+		after += cost
+	}
+	var reset, retry int64
+	switch {
+	case r.count > 0:
+		reset = r.oldest + w - now
+	case logs:
+		reset = w
+	}
+	if !fits {
+		// Cost fits once the k oldest entries have left; the k-th leaves
+		// at its stamp + W. A cost above the limit never fits: come back
+		// when the log is empty.
+		retry = w
+		if r.kth > 0 {
+			retry = r.kth + w - now
+		}
+	}
+	return RuleResult{
+		Allowed:    fits,
+		Count:      after,
+		Remaining:  max(rule.Limit-after, 0),
+		Reset:      time.Duration(reset) * time.Millisecond,
+		RetryAfter: time.Duration(retry) * time.Millisecond,
+	}
+}
+
+// lockState returns the group's active lock as a LockState, or nil.
+func (r *checkReply) lockState(locks []LockRef, idx []int) *LockState {
+	if r.lockIdx < 1 || r.lockIdx > len(idx) {
+		return nil
+	}
+	st := r.lock
+	st.Key = locks[idx[r.lockIdx-1]].Key
+	return &st
+}
+
+// struckStates returns the strikes as LockStates of the group's failures.
+func (r *checkReply) struckStates(failures []FailureRule) []LockState {
+	var out []LockState
+	for _, s := range r.struck {
+		if s.failure < 1 || s.failure > len(failures) {
+			continue
+		}
+		f := failures[s.failure-1]
+		out = append(out, LockState{
+			Key:   f.LockKey,
+			Level: s.level,
+			Since: time.UnixMilli(s.sinceMs),
+			Until: time.UnixMilli(s.untilMs),
+			Info:  f.Info,
+		})
+	}
+	return out
+}

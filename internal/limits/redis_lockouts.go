@@ -1,0 +1,199 @@
+package limits
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Lockouts lists a page of active lockouts; now is Redis TIME. With
+// q.Index it reads that lockout index and the records it names (one
+// identity's locks: a few round trips whatever the number of lockouts).
+// Without, it SCANs every node (every master on Cluster) for lock records
+// matching q.Pattern, one SCAN batch after another, in node order; such a
+// page holds the lockouts of the keys it scanned, ending last first, and a
+// key moved by a rehash while the listing goes on may be listed twice or,
+// as SCAN allows, not at all. It is an admin read: give it a timeout of its
+// own, not the decision budget.
+func (s *RedisStore) Lockouts(ctx context.Context, q *LockQuery) (LockPage, error) {
+	if err := validateLockQuery(q); err != nil {
+		return LockPage{}, fmt.Errorf("lockouts: %w", err)
+	}
+	t, err := s.client.Time(ctx).Result()
+	if err != nil {
+		return LockPage{}, redisError("read redis time", err)
+	}
+	now := t.UnixMilli()
+	if q.Index != "" {
+		keys, err := s.client.ZRangeArgs(ctx, redis.ZRangeArgs{
+			Key: q.Index, ByScore: true, Start: "(" + strconv.FormatInt(now, 10), Stop: "+inf",
+		}).Result()
+		if err != nil {
+			return LockPage{}, redisError("read lockout index", err)
+		}
+		locks, err := s.readLocks(ctx, s.client, keys)
+		if err != nil {
+			return LockPage{}, err
+		}
+		return pageLocks(locks, now, q)
+	}
+	return s.scanLockouts(ctx, q, now)
+}
+
+// readLocks reads lock records (pipelined; on Cluster split by node);
+// keys without a record are left out.
+func (s *RedisStore) readLocks(ctx context.Context, c redis.Cmdable, keys []string) ([]LockState, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	pipe := c.Pipeline()
+	cmds := make([]*redis.StringCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.Get(ctx, k)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return nil, redisError("read lock records", err)
+	}
+	out := make([]LockState, 0, len(keys))
+	for i, cmd := range cmds {
+		if st, ok := parseLockRecord(keys[i], cmd.Val()); ok {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+// parseLockRecord reads "level|since|until|last|info".
+func parseLockRecord(key, v string) (LockState, bool) {
+	f := strings.SplitN(v, "|", 5)
+	if len(f) != 5 {
+		return LockState{}, false
+	}
+	level, e1 := strconv.Atoi(f[0])
+	since, e2 := strconv.ParseInt(f[1], 10, 64)
+	until, e3 := strconv.ParseInt(f[2], 10, 64)
+	if e1 != nil || e2 != nil || e3 != nil {
+		return LockState{}, false
+	}
+	return LockState{Key: key, Level: level, Since: time.UnixMilli(since), Until: time.UnixMilli(until), Info: f[4]}, true
+}
+
+// scanBatch is how many keys one SCAN call looks at.
+const scanBatch = 1000
+
+// scanLockouts pages through the lock records of every node. Its cursor is
+// "s<node>:<scan cursor>:<skip>": the node (masters sorted by address),
+// the SCAN cursor of the batch to read, and how many of that batch's keys
+// the previous page already took.
+func (s *RedisStore) scanLockouts(ctx context.Context, q *LockQuery, now int64) (LockPage, error) {
+	node, cursor, skip := 0, uint64(0), 0
+	if q.Cursor != "" {
+		var err error
+		if node, cursor, skip, err = parseScanCursor(q.Cursor); err != nil {
+			return LockPage{}, err
+		}
+	}
+	nodes, err := s.nodes(ctx)
+	if err != nil {
+		return LockPage{}, err
+	}
+	glob := redisGlob(q.Pattern)
+	page := LockPage{Locks: []LockState{}}
+	for ; node < len(nodes); node, cursor, skip = node+1, 0, 0 {
+		c := nodes[node]
+		for {
+			keys, next, err := c.Scan(ctx, cursor, glob, scanBatch).Result()
+			if err != nil {
+				return LockPage{}, redisError("scan lock records", err)
+			}
+			if skip > len(keys) {
+				skip = len(keys)
+			}
+			locks, err := s.readLocks(ctx, c, keys[skip:])
+			if err != nil {
+				return LockPage{}, err
+			}
+			taken := skip
+			byKey := make(map[string]LockState, len(locks))
+			for _, st := range locks {
+				byKey[st.Key] = st
+			}
+			for _, k := range keys[skip:] {
+				taken++
+				st, ok := byKey[k]
+				if !ok || st.Until.UnixMilli() <= now || (q.Keep != nil && !q.Keep(st)) {
+					continue
+				}
+				page.Locks = append(page.Locks, st)
+				if len(page.Locks) == q.Limit {
+					break
+				}
+			}
+			if len(page.Locks) == q.Limit {
+				switch {
+				case taken < len(keys):
+					page.Next = fmt.Sprintf("s%d:%d:%d", node, cursor, taken)
+				case next != 0:
+					page.Next = fmt.Sprintf("s%d:%d:0", node, next)
+				case node+1 < len(nodes):
+					page.Next = fmt.Sprintf("s%d:0:0", node+1)
+				}
+				slices.SortFunc(page.Locks, compareLocks)
+				return page, nil
+			}
+			skip = 0
+			if cursor = next; cursor == 0 {
+				break
+			}
+		}
+	}
+	slices.SortFunc(page.Locks, compareLocks)
+	return page, nil
+}
+
+func parseScanCursor(c string) (node int, cursor uint64, skip int, err error) {
+	f := strings.Split(strings.TrimPrefix(c, "s"), ":")
+	if !strings.HasPrefix(c, "s") || len(f) != 3 {
+		return 0, 0, 0, fmt.Errorf("lock cursor %q: not a cursor of this store", c)
+	}
+	node, e1 := strconv.Atoi(f[0])
+	cursor, e2 := strconv.ParseUint(f[1], 10, 64)
+	skip, e3 := strconv.Atoi(f[2])
+	if e1 != nil || e2 != nil || e3 != nil || node < 0 || skip < 0 {
+		return 0, 0, 0, fmt.Errorf("lock cursor %q: not a cursor of this store", c)
+	}
+	return node, cursor, skip, nil
+}
+
+// nodes are the servers that hold keys: the one node, or every Cluster
+// master sorted by address (so a cursor's node number means the same
+// server on the next page while the topology holds).
+func (s *RedisStore) nodes(ctx context.Context) ([]redis.Cmdable, error) {
+	cc, ok := s.client.(*redis.ClusterClient)
+	if !ok {
+		return []redis.Cmdable{s.client}, nil
+	}
+	var mu sync.Mutex
+	var masters []*redis.Client
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		mu.Lock()
+		masters = append(masters, m)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return nil, redisError("list cluster masters", err)
+	}
+	slices.SortFunc(masters, func(a, b *redis.Client) int { return strings.Compare(a.Options().Addr, b.Options().Addr) })
+	out := make([]redis.Cmdable, len(masters))
+	for i, m := range masters {
+		out[i] = m
+	}
+	return out, nil
+}

@@ -1,0 +1,160 @@
+package limits
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultBudget bounds every call to Redis when FailoverConfig.Budget is
+// unset.
+const DefaultBudget = 50 * time.Millisecond
+
+// RedisConfig says how to reach Redis: one node by URL, or a Sentinel
+// group, or a Cluster. Exactly one of URL, Cluster and Sentinel is set.
+type RedisConfig struct {
+	// URL is redis://[user:password@]host:port/db, or rediss:// for TLS.
+	URL string
+	// Cluster lists seed nodes (host:port) of a Redis Cluster.
+	Cluster []string
+	// Sentinel names a master and the sentinels that watch it.
+	Sentinel *SentinelConfig
+	// Username and Password authenticate with Cluster and Sentinel nodes
+	// (a URL carries its own).
+	Username, Password string
+	// TLS connects to Cluster or Sentinel nodes over TLS (a URL says
+	// rediss://).
+	TLS bool
+}
+
+// SentinelConfig is a Sentinel-managed master.
+type SentinelConfig struct {
+	// Master is the master's name in the sentinels' configuration.
+	Master string
+	// Addrs are the sentinels (host:port).
+	Addrs []string
+}
+
+// Enabled reports whether any Redis is configured.
+func (c RedisConfig) Enabled() bool {
+	return c.URL != "" || len(c.Cluster) > 0 || c.Sentinel != nil
+}
+
+// String describes the deployment for logs, without passwords.
+func (c RedisConfig) String() string {
+	switch {
+	case len(c.Cluster) > 0:
+		return "cluster " + strings.Join(c.Cluster, ",")
+	case c.Sentinel != nil:
+		return "sentinel " + c.Sentinel.Master + "@" + strings.Join(c.Sentinel.Addrs, ",")
+	case c.URL != "":
+		if u, err := url.Parse(c.URL); err == nil {
+			return u.Redacted()
+		}
+		return "(unparseable URL)"
+	}
+	return "none"
+}
+
+// minDialTimeout bounds a background dial to Redis from below; short, so a
+// blackholed Redis does not hold go-redis's dial slots (5 attempts each)
+// for long after it returns.
+const minDialTimeout = time.Second
+
+// NewRedisClient builds the go-redis client for cfg (a *redis.Client, a
+// Sentinel failover client or a *redis.ClusterClient) whose calls honour
+// their context deadline (the failover budget). A budget > 0 also becomes
+// every socket and pool timeout the URL leaves unset: go-redis takes the
+// earlier of the context deadline and now+ReadTimeout, so with its default
+// (5s) a budget above 5s would be cut short, and a call never has longer
+// than the budget anyway. Dials run in go-redis's background, not within
+// a call, so they get at least a second: a handshake slower than the
+// budget still completes and pools its connection. Budget 0 keeps
+// go-redis's defaults. Commands are never retried: a retried script may
+// run a decision twice (counting more, never less) and the budget is too
+// short for retries to help.
+func NewRedisClient(cfg RedisConfig, budget time.Duration) (redis.UniversalClient, error) {
+	timeouts := func(read, write, pool, dial *time.Duration) {
+		if budget <= 0 {
+			return
+		}
+		for _, d := range []*time.Duration{read, write, pool} {
+			if *d == 0 {
+				*d = budget
+			}
+		}
+		if *dial == 0 {
+			*dial = max(budget, minDialTimeout)
+		}
+	}
+	var tlsConfig *tls.Config
+	if cfg.TLS {
+		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	switch {
+	case len(cfg.Cluster) > 0 && (cfg.URL != "" || cfg.Sentinel != nil),
+		cfg.URL != "" && cfg.Sentinel != nil:
+		return nil, errors.New("redis: set one of url, cluster and sentinel")
+	case len(cfg.Cluster) > 0:
+		o := &redis.ClusterOptions{
+			Addrs: cfg.Cluster, Username: cfg.Username, Password: cfg.Password, TLSConfig: tlsConfig,
+			ContextTimeoutEnabled: true, MaxRetries: -1,
+		}
+		timeouts(&o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, &o.DialTimeout)
+		return redis.NewClusterClient(o), nil
+	case cfg.Sentinel != nil:
+		if cfg.Sentinel.Master == "" || len(cfg.Sentinel.Addrs) == 0 {
+			return nil, errors.New("redis sentinel: master and addrs are required")
+		}
+		o := &redis.FailoverOptions{
+			MasterName: cfg.Sentinel.Master, SentinelAddrs: cfg.Sentinel.Addrs,
+			Username: cfg.Username, Password: cfg.Password, TLSConfig: tlsConfig,
+			ContextTimeoutEnabled: true, MaxRetries: -1,
+		}
+		timeouts(&o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, &o.DialTimeout)
+		return redis.NewFailoverClient(o), nil
+	case cfg.URL != "":
+		o, err := redis.ParseURL(cfg.URL)
+		if err != nil {
+			return nil, fmt.Errorf("redis url: %s", redactIn(err.Error(), cfg.URL))
+		}
+		o.ContextTimeoutEnabled = true
+		o.MaxRetries = -1
+		timeouts(&o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, &o.DialTimeout)
+		return redis.NewClient(o), nil
+	}
+	return nil, errors.New("redis: nothing configured")
+}
+
+// redactIn removes a URL (and its password) from a message that repeats it.
+func redactIn(msg, raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return strings.ReplaceAll(msg, raw, "(redis url)")
+	}
+	msg = strings.ReplaceAll(msg, raw, u.Redacted())
+	if p, ok := u.User.Password(); ok && p != "" {
+		msg = strings.ReplaceAll(msg, p, "xxxxx")
+	}
+	return msg
+}
+
+// UseLogger routes go-redis's own messages (dial retries while Redis is
+// down, one per probe) into logger at DEBUG, so a JSON log stays JSON and
+// an outage is not a flood: Guard logs it once, at ERROR, itself.
+// go-redis's logger is process-wide (the last caller wins, which in a real
+// process is the one serve).
+func UseLogger(logger *slog.Logger) { redis.SetLogger(redisLog{logger}) }
+
+type redisLog struct{ log *slog.Logger }
+
+func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "redis client", "detail", fmt.Sprintf(format, v...))
+}

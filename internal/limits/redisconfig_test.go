@@ -1,0 +1,91 @@
+package limits
+
+import (
+	"github.com/redis/go-redis/v9"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestNewRedisClientTimeoutsFollowBudget checks that go-redis's own socket
+// timeouts never cut a call short of store.budget (its default ReadTimeout
+// is 5s), and that a URL's explicit timeouts are kept.
+func TestNewRedisClientTimeoutsFollowBudget(t *testing.T) {
+	tests := []struct {
+		name                          string
+		url                           string
+		budget                        time.Duration
+		wantRead, wantWrite, wantPool time.Duration
+		wantDial                      time.Duration
+	}{
+		{name: "default budget", url: "redis://127.0.0.1:6379/0", budget: 50 * time.Millisecond,
+			wantRead: 50 * time.Millisecond, wantWrite: 50 * time.Millisecond, wantPool: 50 * time.Millisecond, wantDial: time.Second},
+		{name: "budget above go-redis read timeout", url: "redis://127.0.0.1:6379/0", budget: 8 * time.Second,
+			wantRead: 8 * time.Second, wantWrite: 8 * time.Second, wantPool: 8 * time.Second, wantDial: 8 * time.Second},
+		{name: "url timeouts kept", url: "redis://127.0.0.1:6379/0?read_timeout=2s&dial_timeout=3s", budget: 50 * time.Millisecond,
+			wantRead: 2 * time.Second, wantWrite: 50 * time.Millisecond, wantPool: 50 * time.Millisecond, wantDial: 3 * time.Second},
+		{name: "no budget keeps go-redis defaults", url: "redis://127.0.0.1:6379/0", budget: 0,
+			wantRead: 5 * time.Second, wantWrite: 5 * time.Second, wantPool: 6 * time.Second, wantDial: 5 * time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			uc, err := NewRedisClient(RedisConfig{URL: tc.url}, tc.budget)
+			if err != nil {
+				t.Fatalf("NewRedisClient: %v", err)
+			}
+			defer uc.Close()
+			o := uc.(*redis.Client).Options()
+			if !o.ContextTimeoutEnabled {
+				t.Errorf("ContextTimeoutEnabled = false, want true")
+			}
+			// go-redis turns the -1 we set (no retries) into 0 retries;
+			// a 0 we set would have become its default, 3.
+			if o.MaxRetries != 0 {
+				t.Errorf("MaxRetries = %d, want 0 (no retries)", o.MaxRetries)
+			}
+			for _, c := range []struct {
+				what      string
+				got, want time.Duration
+			}{
+				{"ReadTimeout", o.ReadTimeout, tc.wantRead},
+				{"WriteTimeout", o.WriteTimeout, tc.wantWrite},
+				{"PoolTimeout", o.PoolTimeout, tc.wantPool},
+				{"DialTimeout", o.DialTimeout, tc.wantDial},
+			} {
+				if c.got != c.want {
+					t.Errorf("%s = %v, want %v", c.what, c.got, c.want)
+				}
+			}
+		})
+	}
+}
+
+func TestNewRedisClientDeployments(t *testing.T) {
+	cluster, err := NewRedisClient(RedisConfig{Cluster: []string{"127.0.0.1:7000"}}, 50*time.Millisecond)
+	if err != nil {
+		t.Fatalf("cluster: %v", err)
+	}
+	defer cluster.Close()
+	if o := cluster.(*redis.ClusterClient).Options(); !o.ContextTimeoutEnabled || o.ReadTimeout != 50*time.Millisecond {
+		t.Errorf("cluster options: context timeouts %v, read timeout %v", o.ContextTimeoutEnabled, o.ReadTimeout)
+	}
+	sentinel, err := NewRedisClient(RedisConfig{Sentinel: &SentinelConfig{Master: "guard", Addrs: []string{"127.0.0.1:26379"}}}, 0)
+	if err != nil {
+		t.Fatalf("sentinel: %v", err)
+	}
+	sentinel.Close()
+	for _, bad := range []RedisConfig{
+		{},
+		{URL: "redis://x", Cluster: []string{"a:1"}},
+		{URL: "redis://x", Sentinel: &SentinelConfig{Master: "m", Addrs: []string{"a:1"}}},
+		{Sentinel: &SentinelConfig{Master: "m"}},
+		{URL: "http://user:secret@x"},
+	} {
+		if c, err := NewRedisClient(bad, 0); err == nil {
+			c.Close()
+			t.Errorf("NewRedisClient(%+v): no error", bad)
+		} else if strings.Contains(err.Error(), "secret") {
+			t.Errorf("NewRedisClient(%+v): error %q shows the password", bad, err)
+		}
+	}
+}

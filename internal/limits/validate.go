@@ -1,0 +1,161 @@
+package limits
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Request validation, one copy for every store: the rules of the field docs
+// of CheckRequest, ReportRequest, UnlockRequest and LockQuery. The errors
+// are plain (never ErrUnavailable): they are bugs of the caller, which
+// validates user input long before this point.
+
+// maxInfo is the largest FailureRule.Info in bytes.
+const maxInfo = 512
+
+// maxNonce is the longest Nonce in bytes.
+const maxNonce = 32
+
+func validateCheck(req *CheckRequest) error {
+	if req == nil {
+		return errors.New("nil request")
+	}
+	if req.Cost < 1 {
+		return fmt.Errorf("cost %d: must be at least 1", req.Cost)
+	}
+	for i := range req.Rules {
+		r := &req.Rules[i]
+		if err := validateLog(r.Key, r.Limit, r.Window); err != nil {
+			return fmt.Errorf("rule %d: %w", i, err)
+		}
+	}
+	if err := validateLocks(req.Locks); err != nil {
+		return err
+	}
+	if req.DenialFailures != nil {
+		if err := validateEscalation(req.DenialFailures); err != nil {
+			return fmt.Errorf("denial failures: %w", err)
+		}
+	}
+	return validateNonce(req.Nonce)
+}
+
+func validateReport(req *ReportRequest) error {
+	if req == nil {
+		return errors.New("nil request")
+	}
+	if req.Failure {
+		if err := validateEscalation(&req.Escalation); err != nil {
+			return err
+		}
+	}
+	if err := validateLocks(req.Locks); err != nil {
+		return err
+	}
+	if req.TrustTTL < 0 {
+		return fmt.Errorf("trust ttl %v: must not be negative", req.TrustTTL)
+	}
+	for i, k := range req.Clear {
+		if k == "" {
+			return fmt.Errorf("clear key %d: empty", i)
+		}
+	}
+	return validateNonce(req.Nonce)
+}
+
+func validateUnlock(req *UnlockRequest) error {
+	if req == nil {
+		return errors.New("nil request")
+	}
+	for i, k := range req.Locks {
+		if k == "" {
+			return fmt.Errorf("lock %d: empty key", i)
+		}
+	}
+	for i, k := range req.Failures {
+		if k == "" {
+			return fmt.Errorf("failure log %d: empty key", i)
+		}
+	}
+	return nil
+}
+
+func validateLog(key string, limit int, window time.Duration) error {
+	switch {
+	case key == "":
+		return errors.New("empty key")
+	case limit < 1:
+		return fmt.Errorf("key %q: limit %d: must be at least 1", key, limit)
+	case window < time.Millisecond:
+		return fmt.Errorf("key %q: window %v: must be at least 1ms", key, window)
+	}
+	return nil
+}
+
+func validateLocks(refs []LockRef) error {
+	for i, ref := range refs {
+		if ref.Key == "" {
+			return fmt.Errorf("lock %d: empty key", i)
+		}
+	}
+	return nil
+}
+
+// validateEscalation checks an escalation that has failure rules; one
+// without any is never used and always valid.
+func validateEscalation(esc *Escalation) error {
+	if len(esc.Failures) == 0 {
+		return nil
+	}
+	if len(esc.Ladder) == 0 {
+		return errors.New("escalation: empty ladder")
+	}
+	for i, d := range esc.Ladder {
+		if d < time.Millisecond {
+			return fmt.Errorf("escalation: ladder step %d: %v: must be at least 1ms", i, d)
+		}
+	}
+	if esc.Decay < 0 {
+		return fmt.Errorf("escalation: decay %v: must not be negative", esc.Decay)
+	}
+	for i := range esc.Failures {
+		f := &esc.Failures[i]
+		if err := validateLog(f.Key, f.Limit, f.Window); err != nil {
+			return fmt.Errorf("failure rule %d: %w", i, err)
+		}
+		if f.LockKey == "" {
+			return fmt.Errorf("failure rule %d: empty lock key", i)
+		}
+		if len(f.Info) > maxInfo {
+			return fmt.Errorf("failure rule %d: info of %d bytes: at most %d", i, len(f.Info), maxInfo)
+		}
+	}
+	return nil
+}
+
+// validateNonce accepts "" or up to 32 bytes of [A-Za-z0-9_-].
+func validateNonce(n string) error {
+	if len(n) > maxNonce {
+		return fmt.Errorf("nonce of %d bytes: at most %d", len(n), maxNonce)
+	}
+	for i := 0; i < len(n); i++ {
+		c := n[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return fmt.Errorf("nonce: byte %d (%q) is not in [A-Za-z0-9_-]", i, c)
+		}
+	}
+	return nil
+}
+
+func validateLockQuery(q *LockQuery) error {
+	switch {
+	case q == nil:
+		return errors.New("nil lock query")
+	case q.Limit < 1 || q.Limit > 1000:
+		return fmt.Errorf("lock query: limit %d: must be 1 to 1000", q.Limit)
+	case q.Index == "" && q.Pattern == "":
+		return errors.New("lock query: neither index nor pattern")
+	}
+	return nil
+}

@@ -1,0 +1,3 @@
+module github.com/guardhq/guard/sdk
+
+go 1.24

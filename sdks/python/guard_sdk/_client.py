@@ -1,0 +1,301 @@
+from __future__ import annotations
+
+import enum
+import http.client
+import json
+import random
+import socket
+import ssl
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from email.utils import parsedate_to_datetime
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from urllib.parse import urlencode, urlsplit
+
+from ._errors import GuardError, GuardUnavailableError, TooManyPendingReports, is_unavailable
+from ._types import (ALLOW, DENY, REASON_GUARD_UNAVAILABLE, CheckResponse, LockoutEntry,
+                     ReportResponse)
+
+#: Bounds check() and report(), retries included, in seconds.
+DEFAULT_TIMEOUT = 0.3
+#: Bounds the other calls, retries included, in seconds.
+DEFAULT_ADMIN_TIMEOUT = 10.0
+DEFAULT_RETRIES = 2
+DEFAULT_MAX_PENDING_REPORTS = 1024
+
+_BACKOFF_BASE = 0.02
+_BACKOFF_MAX = 0.25
+_MAX_ERROR_BODY = 64 << 10
+
+
+class FailurePolicy(str, enum.Enum):
+    """What check() does when Guard cannot answer (network error, timeout, 5xx)."""
+
+    ERROR = "error"    #: raise
+    OPEN = "open"      #: allow, with bypassed set
+    CLOSED = "closed"  #: deny, with bypassed set
+
+
+def parse_retry_after(v: Optional[str], now: Optional[float] = None) -> Optional[float]:
+    """RFC 9110 Retry-After (seconds or an HTTP date) in seconds; None when absent or malformed."""
+    if not v or not v.strip():
+        return None
+    v = v.strip()
+    if v.isdigit():
+        return float(v)
+    try:
+        at = parsedate_to_datetime(v).timestamp()
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, at - (time.time() if now is None else now))
+
+
+def _drop_none(d: Mapping[str, Any]) -> Dict[str, Any]:
+    return {k: v for k, v in d.items() if v is not None}
+
+
+class Client:
+    """A client of one Guard server; safe to share between threads.
+
+    Every call has a deadline covering all its attempts (``timeout`` for
+    check and report, default 0.3 s; ``admin_timeout`` for the rest). A call
+    is retried, with jittered exponential backoff, only when that cannot
+    count an attempt twice: GET calls after a network error or a 5xx; any
+    call whose connection could not be made. check and report record
+    attempts, so a timeout or a 5xx is not retried for them.
+    """
+
+    def __init__(self, base_url: str, api_key: str, *, timeout: float = DEFAULT_TIMEOUT,
+                 admin_timeout: float = DEFAULT_ADMIN_TIMEOUT, retries: int = DEFAULT_RETRIES,
+                 failure_policy: FailurePolicy = FailurePolicy.ERROR,
+                 on_async_error: Optional[Callable[[BaseException], None]] = None,
+                 max_pending_reports: int = DEFAULT_MAX_PENDING_REPORTS,
+                 user_agent: str = "guard-sdk-python",
+                 ssl_context: Optional[ssl.SSLContext] = None) -> None:
+        u = urlsplit(base_url.rstrip("/"))
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ValueError(f"guard: invalid base URL {base_url!r}")
+        self._https = u.scheme == "https"
+        self._host = u.hostname
+        self._port = u.port or (443 if self._https else 80)
+        self._prefix = u.path
+        self._api_key = api_key
+        self._timeout = timeout
+        self._admin_timeout = admin_timeout
+        self._retries = max(0, retries)
+        self._policy = FailurePolicy(failure_policy)
+        self._on_async_error = on_async_error
+        self._max_pending = max(1, max_pending_reports)
+        self._agent = user_agent
+        self._ssl = ssl_context
+        self._pending = 0
+        self._lock = threading.Condition()
+        self._pool: Optional[ThreadPoolExecutor] = None
+
+    # --- decisions -------------------------------------------------------
+
+    def check(self, action: str, *, user: Optional[str] = None, ip: Optional[str] = None,
+              device: Optional[str] = None, cost: Optional[int] = None, dry_run: bool = False,
+              failure_policy: Optional[FailurePolicy] = None) -> CheckResponse:
+        """May this attempt go ahead? A denial is a successful call: look at ``.allowed``.
+
+        When Guard cannot answer, the failure policy decides (the client's, or
+        ``failure_policy`` for this call); a 4xx always raises GuardError.
+        """
+        policy = FailurePolicy(failure_policy) if failure_policy is not None else self._policy
+        body = _drop_none({"action": action, "user": user, "ip": ip, "device": device, "cost": cost})
+        if dry_run:
+            body["dry_run"] = True
+        try:
+            data, headers = self._do("POST", "/v1/check", body=body, timeout=self._timeout, idempotent=False)
+        except Exception as err:  # noqa: BLE001 - the policy decides which
+            if policy is not FailurePolicy.ERROR and is_unavailable(err):
+                return CheckResponse(decision=ALLOW if policy is FailurePolicy.OPEN else DENY,
+                                     reason=REASON_GUARD_UNAVAILABLE, bypassed=True, cause=err)
+            raise
+        res = CheckResponse.from_wire(data)
+        res.rate_limit = headers.get("ratelimit", "")
+        res.rate_limit_policy = headers.get("ratelimit-policy", "")
+        return res
+
+    def report(self, action: str, outcome: str, *, user: Optional[str] = None, ip: Optional[str] = None,
+               device: Optional[str] = None, decision_id: Optional[str] = None) -> ReportResponse:
+        """How did the attempt end? ``outcome`` is "success" or "failure"."""
+        body = _drop_none({"action": action, "user": user, "ip": ip, "device": device,
+                           "outcome": outcome, "decision_id": decision_id or None})
+        data, _ = self._do("POST", "/v1/report", body=body, timeout=self._timeout, idempotent=False)
+        return ReportResponse.from_wire(data)
+
+    def report_in_background(self, action: str, outcome: str, **kwargs: Any) -> None:
+        """report() on a worker thread; errors go to on_async_error. flush() waits for them."""
+        with self._lock:
+            full = self._pending >= self._max_pending
+            if not full:
+                self._pending += 1
+        if full:
+            self._async_error(TooManyPendingReports("guard: too many reports pending; report dropped"))
+            return
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="guard-report")
+            pool = self._pool
+
+        def run() -> None:
+            try:
+                self.report(action, outcome, **kwargs)
+            except Exception as err:  # noqa: BLE001 - handed to the caller's handler
+                self._async_error(err)
+            finally:
+                with self._lock:
+                    self._pending -= 1
+                    self._lock.notify_all()
+
+        pool.submit(run)
+
+    def flush(self, timeout: Optional[float] = None) -> bool:
+        """Waits until background reports have ended; False if timeout (seconds) ran out first."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self._pending == 0, timeout)
+
+    def close(self) -> None:
+        """Waits for background reports and stops their threads."""
+        self.flush()
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    # --- admin -----------------------------------------------------------
+
+    def lockouts(self, *, user: Optional[str] = None, ip: Optional[str] = None, device: Optional[str] = None,
+                 dimension: Optional[str] = None, ledger: Optional[str] = None) -> List[LockoutEntry]:
+        """Active lockouts matching the filter (scope admin)."""
+        q = _drop_none({"user": user, "ip": ip, "device": device, "dimension": dimension, "ledger": ledger})
+        data, _ = self._get("/v1/lockouts", q)
+        return [LockoutEntry(**e) for e in data["lockouts"]]
+
+    def unlock(self, dimension: str, *, user: Optional[str] = None, ip: Optional[str] = None,
+               device: Optional[str] = None, ledger: Optional[str] = None, reason: Optional[str] = None) -> None:
+        """Lifts a lockout (scope admin); GuardError 404 not_found when nothing was locked. Not retried."""
+        body = _drop_none({"dimension": dimension, "user": user, "ip": ip, "device": device,
+                           "ledger": ledger, "reason": reason})
+        self._do("DELETE", "/v1/lockouts", body=body, timeout=self._admin_timeout, idempotent=False)
+
+    def policy(self) -> Dict[str, Any]:
+        """The effective policy (scope admin), as JSON."""
+        return self._get("/v1/policy")[0]
+
+    def audit(self, **filters: Any) -> Dict[str, Any]:
+        """One page of audit events, newest first (scope audit:read): {"events": [...], "next_cursor": ...}."""
+        return self._get("/v1/audit", _drop_none(filters))[0]
+
+    def export_audit(self, fmt: str = "ndjson", timeout: Optional[float] = None, **filters: Any) -> str:
+        """Every matching event as NDJSON or CSV text (no page limit)."""
+        accept = {"ndjson": "application/x-ndjson", "csv": "text/csv"}.get(fmt)
+        if accept is None:
+            raise ValueError(f"guard: unknown export format {fmt!r} (want 'ndjson' or 'csv')")
+        filters.pop("limit", None)
+        status, headers, body = self._once("GET", "/v1/audit", _drop_none(filters), None,
+                                           time.monotonic() + (timeout or 300.0), accept)
+        if status // 100 != 2:
+            raise self._error(status, headers, body)
+        return body.decode("utf-8")
+
+    def ready(self) -> Dict[str, Any]:
+        """The server's readiness (no key needed)."""
+        return self._get("/readyz")[0]
+
+    # --- transport -------------------------------------------------------
+
+    def _get(self, path: str, query: Optional[Mapping[str, Any]] = None) -> Tuple[Any, Dict[str, str]]:
+        return self._do("GET", path, query=query, timeout=self._admin_timeout, idempotent=True)
+
+    def _do(self, method: str, path: str, *, query: Optional[Mapping[str, Any]] = None, body: Any = None,
+            timeout: float, idempotent: bool) -> Tuple[Any, Dict[str, str]]:
+        deadline = time.monotonic() + timeout if timeout > 0 else float("inf")
+        attempt = 0
+        while True:
+            retry = False
+            try:
+                status, headers, raw = self._once(method, path, query, body, deadline, "application/json")
+                if status // 100 == 2:
+                    try:
+                        return json.loads(raw.decode("utf-8")), headers
+                    except ValueError as e:
+                        raise GuardUnavailableError(f"guard: decode {method} {path} answer: {e}") from e
+                err: Exception = self._error(status, headers, raw)
+                retry = idempotent and status >= 500
+            except _NotSent as e:
+                err, retry = e.err, True
+            except GuardUnavailableError as e:
+                err, retry = e, idempotent
+            if not retry or attempt >= self._retries:
+                raise err
+            wait = random.uniform(0.001, min(_BACKOFF_BASE * (2 ** attempt), _BACKOFF_MAX))
+            if time.monotonic() + wait >= deadline:
+                raise err
+            time.sleep(wait)
+            attempt += 1
+
+    def _once(self, method: str, path: str, query: Optional[Mapping[str, Any]], body: Any,
+              deadline: float, accept: str) -> Tuple[int, Dict[str, str], bytes]:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise GuardUnavailableError(f"guard: {method} {path}: timed out")
+        timeout = None if remaining == float("inf") else remaining
+        conn: http.client.HTTPConnection
+        if self._https:
+            conn = http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=self._ssl)
+        else:
+            conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+        target = self._prefix + path + ("?" + urlencode(query) if query else "")
+        headers = {"Accept": accept, "User-Agent": self._agent}
+        if self._api_key:
+            headers["Authorization"] = "Bearer " + self._api_key
+        payload = None
+        if body is not None:
+            payload = json.dumps(body).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        try:
+            try:
+                conn.connect()
+            except (ConnectionRefusedError, socket.gaierror) as e:
+                raise _NotSent(GuardUnavailableError(f"guard: {method} {path}: {e}")) from e
+            except OSError as e:  # includes socket.timeout
+                raise GuardUnavailableError(f"guard: {method} {path}: {e}") from e
+            try:
+                conn.request(method, target, body=payload, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+            except (OSError, http.client.HTTPException) as e:
+                raise GuardUnavailableError(f"guard: {method} {path}: {e or type(e).__name__}") from e
+            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, data
+        finally:
+            conn.close()
+
+    @staticmethod
+    def _error(status: int, headers: Mapping[str, str], raw: bytes) -> GuardError:
+        code, message, field = "", http.client.responses.get(status, f"status {status}"), ""
+        request_id = headers.get("x-request-id", "")
+        try:
+            b = json.loads(raw[:_MAX_ERROR_BODY].decode("utf-8"))
+            e = b.get("error") if isinstance(b, dict) else None
+            if isinstance(e, dict) and e.get("code"):
+                code, message, field = e["code"], e.get("message", ""), e.get("field", "")
+                request_id = e.get("request_id") or request_id
+        except ValueError:
+            pass
+        return GuardError(status, code, message, field, parse_retry_after(headers.get("retry-after")), request_id)
+
+    def _async_error(self, err: BaseException) -> None:
+        if self._on_async_error is not None:
+            self._on_async_error(err)
+
+
+class _NotSent(Exception):
+    """The connection could not be made: nothing was sent, so any call may be retried."""
+
+    def __init__(self, err: GuardUnavailableError) -> None:
+        super().__init__(str(err))
+        self.err = err

@@ -1,0 +1,97 @@
+"""Wire types of the Guard HTTP API (contract v1), as the Go SDK's sdk/wire.go defines them.
+
+Times are RFC 3339 strings with milliseconds (UTC); durations are integer
+milliseconds in fields ending in ``_ms``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+ALLOW = "allow"
+DENY = "deny"
+CHALLENGE = "challenge"  # contract v1.1: treat anything but "allow" as "not now"
+
+SUCCESS = "success"
+FAILURE = "failure"
+
+#: Reason of an answer a failure policy gave because Guard could not answer.
+REASON_GUARD_UNAVAILABLE = "guard_unavailable"
+
+
+@dataclass
+class Limit:
+    rule: str
+    dimension: str
+    limit: int
+    window_ms: int
+    remaining: int
+    reset_ms: int
+
+
+@dataclass
+class Lockout:
+    dimension: str
+    until: str
+    level: int
+
+
+@dataclass
+class CheckResponse:
+    """The answer of POST /v1/check, plus what the client adds (not on the wire)."""
+
+    decision: str
+    reason: str
+    retry_after_ms: int = 0
+    decision_id: str = ""
+    degraded: bool = False
+    limits: List[Limit] = field(default_factory=list)
+    lockout: Optional[Lockout] = None
+    #: The RateLimit and RateLimit-Policy headers Guard sent ("" for none), for relaying.
+    rate_limit: str = ""
+    rate_limit_policy: str = ""
+    #: Set when Guard could not answer and the failure policy decided; cause says why.
+    bypassed: bool = False
+    cause: Optional[BaseException] = None
+
+    @property
+    def allowed(self) -> bool:
+        return self.decision == ALLOW
+
+    @property
+    def retry_after(self) -> float:
+        """The exact wait in seconds before the same attempt could be allowed; 0 when allowed."""
+        return self.retry_after_ms / 1000.0
+
+    @classmethod
+    def from_wire(cls, d: Dict[str, Any]) -> "CheckResponse":
+        lo = d.get("lockout")
+        return cls(
+            decision=d["decision"], reason=d["reason"], retry_after_ms=d.get("retry_after_ms", 0),
+            decision_id=d.get("decision_id", ""), degraded=d.get("degraded", False),
+            limits=[Limit(**x) for x in d.get("limits") or []],
+            lockout=Lockout(**lo) if lo else None,
+        )
+
+
+@dataclass
+class ReportResponse:
+    lockout: Optional[Lockout]
+
+    @classmethod
+    def from_wire(cls, d: Dict[str, Any]) -> "ReportResponse":
+        lo = d.get("lockout")
+        return cls(lockout=Lockout(**lo) if lo else None)
+
+
+@dataclass
+class LockoutEntry:
+    ledger: str
+    dimension: str
+    level: int
+    since: str
+    until: str
+    user: Optional[str] = None
+    ip: Optional[str] = None
+    device: Optional[str] = None

@@ -1,0 +1,234 @@
+"""Timeouts, retries and failure policies against servers that hang, fail,
+answer slowly or drop connections (a broken network path, not a stand-in
+for Guard, which test_e2e.py runs for real)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import unittest
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+from guard_sdk import (Client, FailurePolicy, GuardError, TooManyPendingReports, is_unavailable,
+                       parse_retry_after)
+
+ANSWER = (b'{"decision":"allow","reason":"ok","retry_after_ms":0,"decision_id":"01J","degraded":false,'
+          b'"limits":[],"lockout":null}')
+
+
+class Server:
+    """An HTTP server on a free port whose behaviour is handle(handler, call number)."""
+
+    def __init__(self, handle: Callable[[BaseHTTPRequestHandler, int], None]) -> None:
+        self.calls = 0
+        self.release = threading.Event()
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _any(self) -> None:
+                n = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(n)
+                outer.calls += 1
+                handle(self, outer.calls)
+
+            do_GET = do_POST = do_DELETE = _any
+
+        class Quiet(ThreadingHTTPServer):
+            def handle_error(self, request: object, client_address: object) -> None:
+                pass  # clients that gave up (timeouts) break pipes on purpose
+
+        self.httpd = Quiet(("127.0.0.1", 0), H)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def reply(h: BaseHTTPRequestHandler, status: int, body: bytes, **headers: str) -> None:
+    h.send_response(status)
+    h.send_header("Content-Type", "application/json")
+    h.send_header("Content-Length", str(len(body)))
+    for k, v in headers.items():
+        h.send_header(k.replace("_", "-"), v)
+    h.end_headers()
+    h.wfile.write(body)
+
+
+def hanging() -> Server:
+    srv: Server
+
+    def handle(h: BaseHTTPRequestHandler, n: int) -> None:
+        srv.release.wait(10)
+
+    srv = Server(handle)
+    return srv
+
+
+def failing(status: int, n_fail: int) -> Server:
+    def handle(h: BaseHTTPRequestHandler, n: int) -> None:
+        if n <= n_fail:
+            reply(h, status, b'{"error":{"code":"unavailable","message":"guard cannot answer right now"}}',
+                  Retry_After="7", X_Request_Id="req-1")
+        else:
+            reply(h, 200, ANSWER if h.path.startswith("/v1/check") else b'{"actions":{},"lists":{}}')
+    return Server(handle)
+
+
+def dropping() -> Server:
+    def handle(h: BaseHTTPRequestHandler, n: int) -> None:
+        h.connection.shutdown(socket.SHUT_RDWR)
+        h.close_connection = True
+    return Server(handle)
+
+
+def closed_port() -> str:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return f"http://127.0.0.1:{port}"
+
+
+class Timeouts(unittest.TestCase):
+    def test_default_timeout_stops_a_hanging_guard(self) -> None:
+        srv = hanging()
+        self.addCleanup(srv.close)
+        start = time.monotonic()
+        with self.assertRaises(Exception) as cm:
+            Client(srv.url, "k").check("login", user="alice")
+        self.assertTrue(is_unavailable(cm.exception), cm.exception)
+        self.assertLess(time.monotonic() - start, 5, "not the default socket timeout")
+
+    def test_slow_guard(self) -> None:
+        srv = Server(lambda h, n: (time.sleep(0.15), reply(h, 200, ANSWER)))
+        self.addCleanup(srv.close)
+        self.assertTrue(Client(srv.url, "k", timeout=5).check("login", user="a").allowed)
+        with self.assertRaises(Exception) as cm:
+            Client(srv.url, "k", timeout=0.02).check("login", user="a")
+        self.assertTrue(is_unavailable(cm.exception))
+        self.assertTrue(Client(srv.url, "k", timeout=0).check("login", user="a").allowed)
+
+
+class Retries(unittest.TestCase):
+    def test_get_retried_after_5xx(self) -> None:
+        srv = failing(503, 2)
+        self.addCleanup(srv.close)
+        Client(srv.url, "k").policy()
+        self.assertEqual(srv.calls, 3)
+
+    def test_get_gives_up_with_the_last_error(self) -> None:
+        srv = failing(502, 10)
+        self.addCleanup(srv.close)
+        with self.assertRaises(GuardError) as cm:
+            Client(srv.url, "k", retries=1).policy()
+        e = cm.exception
+        self.assertEqual((e.status, e.request_id, e.retry_after), (502, "req-1", 7.0))
+        self.assertEqual(srv.calls, 2)
+
+    def test_get_not_retried_after_4xx(self) -> None:
+        srv = failing(403, 10)
+        self.addCleanup(srv.close)
+        with self.assertRaises(GuardError):
+            Client(srv.url, "k").policy()
+        self.assertEqual(srv.calls, 1)
+
+    def test_check_not_retried_after_5xx(self) -> None:
+        srv = failing(503, 1)
+        self.addCleanup(srv.close)
+        with self.assertRaises(GuardError):
+            Client(srv.url, "k").check("login", user="a")
+        self.assertEqual(srv.calls, 1)
+
+    def test_report_not_retried_after_a_dropped_connection(self) -> None:
+        srv = dropping()
+        self.addCleanup(srv.close)
+        with self.assertRaises(Exception) as cm:
+            Client(srv.url, "k").report("login", "failure", user="a")
+        self.assertTrue(is_unavailable(cm.exception), cm.exception)
+        self.assertEqual(srv.calls, 1)
+
+    def test_get_retried_after_a_dropped_connection(self) -> None:
+        srv = dropping()
+        self.addCleanup(srv.close)
+        with self.assertRaises(Exception) as cm:
+            Client(srv.url, "k").ready()
+        self.assertTrue(is_unavailable(cm.exception))
+        self.assertEqual(srv.calls, 3)
+
+
+class FailurePolicies(unittest.TestCase):
+    def test_policies(self) -> None:
+        hang, fail = hanging(), failing(500, 1000)
+        bad = Server(lambda h, n: reply(h, 400, b'{"error":{"code":"invalid_request","message":"bad","field":"ip"}}'))
+        for s in (hang, fail, bad):
+            self.addCleanup(s.close)
+        down = closed_port()
+        E, O, C = FailurePolicy.ERROR, FailurePolicy.OPEN, FailurePolicy.CLOSED
+        cases = [
+            (hang.url, E, None, None), (hang.url, O, None, "allow"), (hang.url, C, None, "deny"),
+            (fail.url, O, None, "allow"), (fail.url, C, None, "deny"), (down, O, None, "allow"),
+            (down, O, C, "deny"), (fail.url, E, O, "allow"), (fail.url, O, E, None), (bad.url, O, None, None),
+        ]
+        for url, client_policy, call_policy, want in cases:
+            with self.subTest(url=url, client=client_policy, call=call_policy):
+                # Only the hanging server needs a short budget; the others
+                # must answer within it even on a loaded machine.
+                c = Client(url, "k", timeout=0.05 if url == hang.url else 5, failure_policy=client_policy)
+                if want is None:
+                    with self.assertRaises(Exception):
+                        c.check("login", user="a", failure_policy=call_policy)
+                    continue
+                r = c.check("login", user="a", failure_policy=call_policy)
+                self.assertEqual(r.decision, want)
+                self.assertTrue(r.bypassed)
+                self.assertEqual(r.reason, "guard_unavailable")
+                self.assertIsNotNone(r.cause)
+
+
+class BackgroundReports(unittest.TestCase):
+    def test_bounded_and_flushed(self) -> None:
+        got = []
+        srv = Server(lambda h, n: (time.sleep(0.03), got.append(n), reply(h, 200, b'{"lockout":null}')))
+        self.addCleanup(srv.close)
+        errors: list = []
+        c = Client(srv.url, "k", on_async_error=errors.append, max_pending_reports=1)
+        c.report_in_background("login", "success", user="a")
+        c.report_in_background("login", "success", user="a")  # over the bound: dropped
+        self.assertTrue(c.flush(5))
+        c.close()
+        self.assertEqual(len(got), 1)
+        self.assertEqual(len(errors), 1)
+        self.assertIsInstance(errors[0], TooManyPendingReports)
+
+    def test_errors_reach_the_handler(self) -> None:
+        errors: list = []
+        c = Client(closed_port(), "k", on_async_error=errors.append)
+        c.report_in_background("login", "failure", user="a")
+        c.close()
+        self.assertEqual(len(errors), 1)
+        self.assertTrue(is_unavailable(errors[0]))
+
+
+class Misc(unittest.TestCase):
+    def test_parse_retry_after(self) -> None:
+        self.assertEqual(parse_retry_after("42"), 42.0)
+        self.assertIsNone(parse_retry_after(""))
+        self.assertIsNone(parse_retry_after("soon"))
+        self.assertEqual(parse_retry_after("Thu, 01 Jan 1970 00:00:10 GMT", now=5.0), 5.0)
+
+    def test_bad_base_url(self) -> None:
+        with self.assertRaises(ValueError):
+            Client("not a url", "k")
+
+
+if __name__ == "__main__":
+    unittest.main()

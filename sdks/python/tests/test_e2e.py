@@ -1,0 +1,106 @@
+"""Drives every endpoint the SDK covers against a real Guard."""
+
+import json
+import re
+import unittest
+
+from guard_sdk import Client, GuardError
+from tests.guard_server import KEY_ADMIN, KEY_AUDIT, KEY_CHECK, Guard, eventually
+
+
+class EndToEnd(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.guard = Guard()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.guard.stop()
+
+    def test_every_endpoint(self) -> None:
+        url = self.guard.url
+        checker, admin, auditor = Client(url, KEY_CHECK), Client(url, KEY_ADMIN), Client(url, KEY_AUDIT)
+
+        res = checker.check("login", user="Alice@Example.COM", ip="203.0.113.7", device="d-alice")
+        self.assertTrue(res.allowed)
+        self.assertEqual(res.reason, "ok")
+        self.assertFalse(res.bypassed)
+        self.assertEqual(len(res.limits), 2)
+        self.assertTrue(res.decision_id)
+        self.assertIn('"login/ip";r=59;t=60', res.rate_limit)
+        self.assertIn('"login/ip";q=60;w=60', res.rate_limit_policy)
+
+        dry = checker.check("login", ip="203.0.113.8", cost=2, dry_run=True)
+        self.assertEqual(dry.limits[0].remaining, 58)
+
+        rep = checker.report("login", "success", user="Alice@Example.COM", ip="203.0.113.7",
+                             device="d-alice", decision_id=res.decision_id)
+        self.assertIsNone(rep.lockout)
+        struck = None
+        for _ in range(10):
+            struck = checker.report("login", "failure", user="bob@example.com", ip="198.51.100.9").lockout
+        assert struck is not None
+        self.assertEqual((struck.dimension, struck.level), ("user+ip", 1))
+        self.assertRegex(struck.until, r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+
+        denied = checker.check("login", user="bob@example.com", ip="198.51.100.9")
+        self.assertFalse(denied.allowed)
+        self.assertEqual(denied.reason, "locked_out")
+        self.assertTrue(0 < denied.retry_after <= 60)
+        self.assertIsNotNone(denied.lockout)
+
+        ls = admin.lockouts(user="BOB@example.com", dimension="user+ip")
+        self.assertEqual(len(ls), 1)
+        self.assertEqual((ls[0].ip, ls[0].ledger, ls[0].until, ls[0].device), ("198.51.100.9", "auth", struck.until, None))
+        with self.assertRaises(GuardError) as cm:
+            checker.lockouts()
+        self.assertEqual((cm.exception.status, cm.exception.code), (403, "forbidden"))
+
+        admin.unlock("user+ip", user="bob@example.com", ip="198.51.100.9", reason="py e2e")
+        with self.assertRaises(GuardError) as cm:
+            admin.unlock("user+ip", user="bob@example.com", ip="198.51.100.9")
+        self.assertEqual((cm.exception.status, cm.exception.code), (404, "not_found"))
+        self.assertTrue(checker.check("login", user="bob@example.com", ip="198.51.100.9").allowed)
+
+        policy = admin.policy()
+        self.assertEqual(len(policy["actions"]["login"]["limits"]), 2)
+        self.assertEqual(policy["actions"]["login"]["lockout"]["ledger"], "auth")
+
+        # The ten report events land asynchronously; page through them once all are stored.
+        self.assertTrue(eventually(lambda: len(auditor.audit(user="bob@example.com", kind="report")["events"]) == 10))
+        page = auditor.audit(user="bob@example.com", kind="report", limit=4)
+        self.assertEqual(page["events"][0]["outcome"], "failure")
+        self.assertEqual(page["events"][0]["api_key"], "auth-service")
+        self.assertIsNotNone(page["next_cursor"])
+        nxt = auditor.audit(user="bob@example.com", kind="report", limit=4, cursor=page["next_cursor"])
+        self.assertEqual(len(nxt["events"]), 4)
+        self.assertNotEqual(nxt["events"][0]["id"], page["events"][0]["id"])
+        with self.assertRaises(GuardError) as cm:
+            auditor.audit(cursor="forged")
+        self.assertEqual((cm.exception.status, cm.exception.field), (400, "cursor"))
+
+        nd = auditor.export_audit("ndjson", user="bob@example.com", kind="report")
+        events = [json.loads(line) for line in nd.strip().split("\n")]
+        self.assertEqual(len(events), 10)
+        self.assertTrue(all(e["kind"] == "report" for e in events))
+        csv = eventually(lambda: (lambda c: c if len(c.strip().split("\n")) == 2 else None)(
+            auditor.export_audit("csv", kind="admin")))
+        assert csv is not None
+        self.assertIn("py e2e", csv)
+        self.assertTrue(csv.startswith("id,at,kind,"))
+
+        self.assertEqual(checker.ready()["mode"], "normal")
+        with self.assertRaises(GuardError) as cm:
+            checker.check("nope", user="x")
+        self.assertEqual(cm.exception.code, "unknown_action")
+        with self.assertRaises(GuardError) as cm:
+            checker.check("login", ip="203.0.113.007")
+        self.assertEqual((cm.exception.status, cm.exception.field), (400, "ip"))
+        with self.assertRaises(GuardError) as cm:
+            Client(url, "wrong").policy()
+        self.assertEqual(cm.exception.status, 401)
+        self.assertTrue(re.match(r".+", cm.exception.message))
+
+
+if __name__ == "__main__":
+    unittest.main()

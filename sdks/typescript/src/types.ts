@@ -1,0 +1,183 @@
+// Wire types of the Guard HTTP API (contract v1), as the Go SDK's
+// sdk/wire.go defines them. Times are RFC 3339 strings with milliseconds
+// (UTC); durations are integer milliseconds in fields ending in _ms.
+
+/** "allow", "deny", or (contract v1.1) "challenge"; treat anything but "allow" as "not now". */
+export type Decision = "allow" | "deny" | "challenge" | (string & {});
+
+export type Outcome = "success" | "failure";
+
+export type Dimension = "user" | "ip" | "device" | "user+ip" | "user+device" | (string & {});
+
+/** Body of POST /v1/check. Absent identifiers are not evaluated; at least one is required. */
+export interface CheckRequest {
+  action: string;
+  user?: string;
+  ip?: string;
+  device?: string;
+  /** Counts the attempt as that many; default 1. */
+  cost?: number;
+  /** Evaluate and audit without recording. */
+  dry_run?: boolean;
+}
+
+export interface Limit {
+  rule: string;
+  dimension: Dimension;
+  limit: number;
+  window_ms: number;
+  remaining: number;
+  reset_ms: number;
+}
+
+export interface Lockout {
+  dimension: Dimension;
+  /** RFC 3339 with milliseconds, UTC. */
+  until: string;
+  level: number;
+}
+
+/** Answer of POST /v1/check, plus what the client adds (not on the wire). */
+export interface CheckResponse {
+  decision: Decision;
+  /** ok, rate_limited, locked_out, denylisted, allowlisted, shadow, store_unavailable; guard_unavailable when bypassed. */
+  reason: string;
+  retry_after_ms: number;
+  decision_id: string;
+  degraded: boolean;
+  limits: Limit[];
+  lockout: Lockout | null;
+  /** The RateLimit header Guard sent ("" for none), for relaying. */
+  rateLimit: string;
+  /** The RateLimit-Policy header Guard sent ("" for none). */
+  rateLimitPolicy: string;
+  /** Set when Guard could not answer and the failure policy decided. */
+  bypassed: boolean;
+  /** Why Guard was bypassed. */
+  cause?: unknown;
+}
+
+export interface ReportRequest {
+  action: string;
+  user?: string;
+  ip?: string;
+  device?: string;
+  outcome: Outcome;
+  /** decision_id of the check this report closes. */
+  decision_id?: string;
+}
+
+export interface ReportResponse {
+  lockout: Lockout | null;
+}
+
+export interface LockoutFilter {
+  user?: string;
+  ip?: string;
+  device?: string;
+  dimension?: Dimension;
+  ledger?: string;
+}
+
+export interface LockoutEntry {
+  ledger: string;
+  dimension: Dimension;
+  user?: string;
+  ip?: string;
+  device?: string;
+  level: number;
+  since: string;
+  until: string;
+}
+
+export interface LockoutsResponse {
+  lockouts: LockoutEntry[];
+}
+
+export interface UnlockRequest {
+  dimension: Dimension;
+  user?: string;
+  ip?: string;
+  device?: string;
+  ledger?: string;
+  reason?: string;
+}
+
+export interface PolicyRule {
+  name: string;
+  dimension: Dimension;
+  limit: number;
+  window_ms: number;
+  shadow: boolean;
+}
+
+export interface PolicyAction {
+  limits: PolicyRule[];
+  failures: PolicyRule[];
+  lockout: { ladder_ms: number[]; decay_ms: number; ledger: string; count_denials: boolean };
+  on_store_failure: string;
+  shadow: boolean;
+}
+
+export interface PolicyList {
+  cidrs: string[];
+  users: string[];
+  devices: string[];
+}
+
+export interface Policy {
+  actions: Record<string, PolicyAction>;
+  lists: { allow: PolicyList; deny: PolicyList };
+}
+
+export interface AuditEvent {
+  id: string;
+  at: string;
+  kind: "check" | "report" | "admin" | (string & {});
+  action: string | null;
+  decision: string | null;
+  reason: string | null;
+  outcome: string | null;
+  user: string | null;
+  ip: string | null;
+  device: string | null;
+  rule: string | null;
+  retry_after_ms: number | null;
+  lockout_until: string | null;
+  degraded: boolean | null;
+  dry_run: boolean | null;
+  api_key: string | null;
+  decision_id: string | null;
+  instance: string | null;
+  note: string | null;
+}
+
+export interface AuditPage {
+  events: AuditEvent[];
+  next_cursor: string | null;
+}
+
+export interface AuditFilter {
+  user?: string;
+  /** Address or CIDR. */
+  ip?: string;
+  device?: string;
+  action?: string;
+  decision?: string;
+  reason?: string;
+  kind?: string;
+  /** Inclusive. */
+  since?: Date | string;
+  /** Exclusive. */
+  until?: Date | string;
+  /** 1..1000; default 100. */
+  limit?: number;
+  cursor?: string;
+}
+
+export interface Readiness {
+  mode: "normal" | "degraded" | (string & {});
+  redis: string;
+  postgres: string;
+  audit_backlog: number;
+}

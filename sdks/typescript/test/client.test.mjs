@@ -1,0 +1,164 @@
+// Timeouts, retries and failure policies against servers that hang,
+// fail, answer slowly or drop connections (a broken network path, not a
+// stand-in for Guard, which e2e.test.mjs runs for real).
+import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import { createServer as createTCPServer } from "node:net";
+import { after, test } from "node:test";
+import { GuardClient, GuardError, isUnavailable, parseRetryAfter } from "../dist/index.js";
+
+const answer = '{"decision":"allow","reason":"ok","retry_after_ms":0,"decision_id":"01J","degraded":false,"limits":[],"lockout":null}';
+const login = { action: "login", user: "alice@example.com" };
+
+// Every server is closed when the file's tests end, failed or not, so a
+// failure cannot leave the process hanging.
+const servers = new Set();
+after(() => Promise.all([...servers].map((s) => s.close())));
+
+async function serve(handler) {
+  const calls = { n: 0 };
+  const srv = createServer((req, res) => { calls.n++; handler(req, res, calls.n); });
+  await new Promise((r) => srv.listen(0, "127.0.0.1", r));
+  const s = {
+    url: `http://127.0.0.1:${srv.address().port}`, calls,
+    close: () => {
+      if (!servers.delete(s)) return Promise.resolve();
+      return new Promise((r) => { srv.closeAllConnections(); srv.close(r); });
+    },
+  };
+  servers.add(s);
+  return s;
+}
+
+const hanging = () => serve(() => {});
+const failing = (status, n) => serve((req, res, call) => {
+  res.setHeader("Content-Type", "application/json");
+  if (call <= n) {
+    res.writeHead(status, { "Retry-After": "7", "X-Request-Id": "req-1" });
+    res.end('{"error":{"code":"unavailable","message":"guard cannot answer right now"}}');
+    return;
+  }
+  res.end(req.url.startsWith("/v1/check") ? answer : '{"actions":{},"lists":{}}');
+});
+
+async function closedPort() {
+  const s = createTCPServer();
+  await new Promise((r) => s.listen(0, "127.0.0.1", r));
+  const port = s.address().port;
+  await new Promise((r) => s.close(r));
+  return `http://127.0.0.1:${port}`;
+}
+
+test("the default timeout stops a hanging Guard", async () => {
+  const srv = await hanging();
+  const start = Date.now();
+  await assert.rejects(new GuardClient({ baseUrl: srv.url, apiKey: "k" }).check(login), (e) => isUnavailable(e));
+  assert.ok(Date.now() - start < 5000, "not the 10 s of a default client");
+  await srv.close();
+});
+
+test("timeouts against a slow Guard", async () => {
+  const srv = await serve((req, res) => setTimeout(() => res.end(answer), 150));
+  assert.equal((await new GuardClient({ baseUrl: srv.url, apiKey: "k", timeoutMs: 5000 }).check(login)).decision, "allow");
+  await assert.rejects(new GuardClient({ baseUrl: srv.url, apiKey: "k", timeoutMs: 20 }).check(login), (e) => isUnavailable(e));
+  await assert.rejects(new GuardClient({ baseUrl: srv.url, apiKey: "k", timeoutMs: 5000 }).check(login, { signal: AbortSignal.timeout(20) }),
+    (e) => isUnavailable(e));
+  assert.equal((await new GuardClient({ baseUrl: srv.url, apiKey: "k", timeoutMs: 0 }).check(login)).decision, "allow");
+  await srv.close();
+});
+
+test("retries", async (t) => {
+  await t.test("GET retried after 5xx", async () => {
+    const srv = await failing(503, 2);
+    await new GuardClient({ baseUrl: srv.url, apiKey: "k", timeoutMs: 5000 }).policy();
+    assert.equal(srv.calls.n, 3);
+    await srv.close();
+  });
+  await t.test("GET gives up after the retries with the last error", async () => {
+    const srv = await failing(502, 10);
+    await assert.rejects(new GuardClient({ baseUrl: srv.url, apiKey: "k", retries: 1 }).policy(),
+      (e) => e instanceof GuardError && e.status === 502 && e.requestId === "req-1" && e.retryAfterMs === 7000);
+    assert.equal(srv.calls.n, 2);
+    await srv.close();
+  });
+  await t.test("GET not retried after 4xx", async () => {
+    const srv = await failing(403, 10);
+    await assert.rejects(new GuardClient({ baseUrl: srv.url, apiKey: "k", timeoutMs: 5000 }).policy());
+    assert.equal(srv.calls.n, 1);
+    await srv.close();
+  });
+  await t.test("check not retried after 5xx", async () => {
+    const srv = await failing(503, 1);
+    await assert.rejects(new GuardClient({ baseUrl: srv.url, apiKey: "k", timeoutMs: 5000 }).check(login), (e) => isUnavailable(e));
+    assert.equal(srv.calls.n, 1);
+    await srv.close();
+  });
+  await t.test("report not retried after a dropped connection", async () => {
+    const srv = await serve((req) => req.socket.destroy());
+    await assert.rejects(new GuardClient({ baseUrl: srv.url, apiKey: "k", timeoutMs: 5000 }).report({ ...login, outcome: "failure" }), (e) => isUnavailable(e));
+    assert.equal(srv.calls.n, 1);
+    await srv.close();
+  });
+  await t.test("GET retried after a dropped connection", async () => {
+    const srv = await serve((req) => req.socket.destroy());
+    await assert.rejects(new GuardClient({ baseUrl: srv.url, apiKey: "k", timeoutMs: 5000 }).ready(), (e) => isUnavailable(e));
+    assert.equal(srv.calls.n, 3);
+    await srv.close();
+  });
+});
+
+test("failure policies", async () => {
+  const hang = await hanging();
+  const fail = await failing(500, 1000);
+  const bad = await serve((req, res) => { res.writeHead(400); res.end('{"error":{"code":"invalid_request","message":"bad","field":"ip"}}'); });
+  const down = await closedPort();
+  const cases = [
+    [hang.url, "error", undefined, null],
+    [hang.url, "open", undefined, "allow"],
+    [hang.url, "closed", undefined, "deny"],
+    [fail.url, "open", undefined, "allow"],
+    [fail.url, "closed", undefined, "deny"],
+    [down, "open", undefined, "allow"],
+    [down, "open", "closed", "deny"],
+    [fail.url, "error", "open", "allow"],
+    [fail.url, "open", "error", null],
+    [bad.url, "open", undefined, null],
+  ];
+  for (const [url, clientPolicy, callPolicy, want] of cases) {
+    // Only the hanging server needs a short budget; the others must answer
+    // within it even on a loaded machine.
+    const c = new GuardClient({ baseUrl: url, apiKey: "k", timeoutMs: url === hang.url ? 30 : 5000, failurePolicy: clientPolicy });
+    const p = c.check(login, callPolicy ? { failurePolicy: callPolicy } : {});
+    if (want === null) {
+      await assert.rejects(p, `${url} ${clientPolicy}/${callPolicy}`);
+      continue;
+    }
+    const r = await p;
+    assert.equal(r.decision, want, `${clientPolicy}/${callPolicy}`);
+    assert.equal(r.bypassed, true);
+    assert.equal(r.reason, "guard_unavailable");
+    assert.ok(r.cause);
+  }
+  await Promise.all([hang.close(), fail.close(), bad.close()]);
+});
+
+test("background reports", async () => {
+  let got = 0;
+  const srv = await serve((req, res) => setTimeout(() => { got++; res.end('{"lockout":null}'); }, 30));
+  const errors = [];
+  const c = new GuardClient({ baseUrl: srv.url, apiKey: "k", onAsyncError: (e) => errors.push(e), maxPendingReports: 1 });
+  c.reportInBackground({ ...login, outcome: "success" });
+  c.reportInBackground({ ...login, outcome: "success" }); // over the bound: dropped
+  await c.flush();
+  assert.equal(got, 1);
+  assert.equal(errors.length, 1);
+  assert.match(String(errors[0]), /too many reports pending/);
+  await srv.close();
+});
+
+test("parseRetryAfter", () => {
+  assert.equal(parseRetryAfter("42"), 42_000);
+  assert.equal(parseRetryAfter(""), undefined);
+  assert.equal(parseRetryAfter("soon"), undefined);
+  assert.equal(parseRetryAfter(new Date(1_000_000 + 5000).toUTCString(), 1_000_000), 5000);
+});
