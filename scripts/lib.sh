@@ -4,6 +4,8 @@
 # them. Never stops, restarts or flushes a server that was already running.
 # After ensure_postgres, PG_ADMIN_URL connects as the postgres role.
 
+GUARD_ROOT=${GUARD_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+
 log() { printf '%s: %s\n' "${GUARD_SCRIPT:-guard}" "$*" >&2; }
 
 # as_root runs a command as root: directly when we are root, else via sudo.
@@ -42,6 +44,20 @@ apt_install() {
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
 }
 
+# wait_for_quiet runs a probe until it succeeds, for at most SECONDS s, and
+# says nothing: the caller explains a failure.
+wait_for_quiet() {
+	local seconds=$1
+	shift
+	for _ in $(seq 1 $((seconds * 2))); do
+		if "$@" >/dev/null 2>&1; then
+			return 0
+		fi
+		sleep 0.5
+	done
+	return 1
+}
+
 # wait_for runs a probe until it succeeds, for at most 30 s.
 wait_for() {
 	local what=$1
@@ -68,12 +84,54 @@ ensure_redis() {
 	if ! command -v redis-server >/dev/null 2>&1; then
 		apt_install redis-server
 	fi
-	log "starting redis-server on 127.0.0.1:6379 (no persistence)"
-	redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no >/dev/null
+	# A daemonized Redis writes a pid file even when none is configured, by
+	# default /run/redis.pid, which is where a system Redis keeps its own:
+	# ours and its log go under the checkout's tmp/ (gitignored).
+	mkdir -p "$GUARD_ROOT/tmp"
+	log "starting redis-server on 127.0.0.1:6379 (no persistence; pid and log in tmp/)"
+	if ! redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
+		--dir "$GUARD_ROOT/tmp" --pidfile "$GUARD_ROOT/tmp/redis-test.pid" \
+		--logfile "$GUARD_ROOT/tmp/redis-test.log" >/dev/null; then
+		log "redis-server did not start (see tmp/redis-test.log)"
+		return 1
+	fi
 	wait_for "Redis" sh -c 'redis-cli -h 127.0.0.1 -p 6379 ping | grep -q PONG'
 }
 
 pg_up() { pg_isready -h 127.0.0.1 -p 5432 -q; }
+
+# pg_psql runs psql without ever prompting for a password (-w): a refused
+# login is an error to report, not a prompt that hangs a terminal.
+pg_psql() { psql -w "$@"; }
+
+# pg_server_version prints the newest Postgres server version installed
+# (a directory of /usr/lib/postgresql with a postgres binary), or nothing.
+pg_server_version() {
+	local v
+	for v in $(ls /usr/lib/postgresql 2>/dev/null | sort -V -r); do
+		if [ -x "/usr/lib/postgresql/$v/bin/postgres" ]; then
+			printf '%s\n' "$v"
+			return 0
+		fi
+	done
+}
+
+# pg_cluster_line prints pg_lsclusters' line for VERSION main (columns: Ver
+# Cluster Port Status Owner Data-directory Log-file), or nothing.
+pg_cluster_line() { pg_lsclusters -h 2>/dev/null | awk -v v="$1" '$1 == v && $2 == "main"'; }
+
+# pg_not_answering explains a cluster that runs but does not answer on
+# 127.0.0.1:5432: another port, or listen_addresses without 127.0.0.1.
+pg_not_answering() {
+	local version=$1 line port listen
+	line=$(pg_cluster_line "$version")
+	port=$(printf '%s\n' "$line" | awk '{print $3}')
+	listen=$(as_postgres psql -w -p "${port:-5432}" -qAtc 'SHOW listen_addresses' 2>/dev/null || true)
+	log "Postgres $version (cluster main) is running but does not answer on 127.0.0.1:5432" \
+		"(cluster port ${port:-unknown}, listen_addresses '${listen:-unknown}'):" \
+		"make it listen on 127.0.0.1:5432 (postgresql.conf: port, listen_addresses)," \
+		"or set GUARD_TEST_DATABASE_URL to where it answers"
+}
 
 ensure_postgres() {
 	if [ -n "${GUARD_TEST_DATABASE_URL:-}" ]; then
@@ -85,38 +143,76 @@ ensure_postgres() {
 	if command -v pg_isready >/dev/null 2>&1 && pg_up; then
 		log "Postgres is running on 127.0.0.1:5432; reusing it"
 	else
-		if ! command -v pg_ctlcluster >/dev/null 2>&1 || [ -z "$(ls /etc/postgresql 2>/dev/null)" ]; then
+		local version line out
+		version=$(pg_server_version)
+		if [ -z "$version" ] || ! command -v pg_ctlcluster >/dev/null 2>&1; then
 			apt_install postgresql
+			version=$(pg_server_version)
 		fi
-		local version
-		version=$(ls /etc/postgresql | sort -V | tail -n 1)
-		if ! pg_lsclusters -h 2>/dev/null | awk '{print $1" "$2}' | grep -qx "$version main"; then
-			log "creating Postgres $version cluster main"
-			as_root pg_createcluster "$version" main >/dev/null
+		if [ -z "$version" ]; then
+			log "no Postgres server is installed under /usr/lib/postgresql after installing the postgresql package;" \
+				"install postgresql-NN yourself, or set GUARD_TEST_DATABASE_URL"
+			return 1
 		fi
-		log "starting Postgres $version (cluster main)"
-		as_root pg_ctlcluster --skip-systemctl-redirect "$version" main start || true
-		wait_for "Postgres" pg_up
+		line=$(pg_cluster_line "$version")
+		if [ -z "$line" ]; then
+			# The package is installed without a cluster (deleted, or
+			# create_main_cluster = false in /etc/postgresql-common).
+			log "Postgres $version is installed without a cluster; creating cluster main on port 5432"
+			if ! out=$(as_root pg_createcluster --port 5432 "$version" main 2>&1); then
+				log "pg_createcluster $version main failed:"
+				printf '%s\n' "$out" >&2
+				return 1
+			fi
+			line=$(pg_cluster_line "$version")
+		fi
+		case $(printf '%s\n' "$line" | awk '{print $4}') in
+		online*)
+			# Running, yet pg_isready on 127.0.0.1:5432 failed above: give it
+			# a moment (it may be starting), then say exactly what is wrong.
+			if ! wait_for_quiet 10 pg_up; then
+				pg_not_answering "$version"
+				return 1
+			fi
+			;;
+		*)
+			log "starting Postgres $version (cluster main)"
+			if ! out=$(as_root pg_ctlcluster --skip-systemctl-redirect "$version" main start 2>&1); then
+				log "pg_ctlcluster $version main start failed:"
+				printf '%s\n' "$out" >&2
+				return 1
+			fi
+			if ! wait_for_quiet 30 pg_up; then
+				if [ -n "$(pg_cluster_line "$version" | awk '$4 ~ /^online/')" ]; then
+					pg_not_answering "$version"
+				else
+					log "Postgres $version (cluster main) started but is not running; its log:" \
+						"$(pg_cluster_line "$version" | awk '{print $7}')"
+				fi
+				return 1
+			fi
+			;;
+		esac
 	fi
 	# The tests connect over TCP. A fresh Debian cluster wants a password
 	# there (scram-sha-256); when passwordless TCP logins are refused, create
 	# (or refresh) a dedicated guard_test role with a password through the
 	# local socket (peer auth) and pass it to the tests in the URL. The
-	# postgres role is left alone.
-	if psql "$PG_ADMIN_URL" -qAtc 'select 1' >/dev/null 2>&1; then
+	# postgres role is left alone; the guard_test role stays afterwards.
+	if pg_psql "$PG_ADMIN_URL" -qAtc 'select 1' >/dev/null 2>&1; then
 		return 0
 	fi
 	local password=${GUARD_TEST_PG_PASSWORD:-guard-test}
-	log "Postgres refuses passwordless TCP logins; using a guard_test role with a password"
-	as_postgres psql -qAt -v ON_ERROR_STOP=1 -v pw="$password" >/dev/null <<'SQL'
+	log "Postgres refuses passwordless TCP logins; using (and leaving) a guard_test role with a password"
+	as_postgres psql -w -qAt -v ON_ERROR_STOP=1 -v pw="$password" >/dev/null <<'SQL'
 SELECT format('CREATE ROLE guard_test LOGIN CREATEDB PASSWORD %L', :'pw')
  WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'guard_test') \gexec
 SELECT format('ALTER ROLE guard_test LOGIN CREATEDB PASSWORD %L', :'pw') \gexec
 SQL
 	PG_ADMIN_URL="postgres://guard_test:${password}@127.0.0.1:5432/postgres?sslmode=disable&connect_timeout=5"
 	export GUARD_TEST_DATABASE_URL=$PG_ADMIN_URL
-	if ! psql "$PG_ADMIN_URL" -qAtc 'select 1' >/dev/null 2>&1; then
-		log "cannot connect to Postgres over TCP as guard_test; set GUARD_TEST_DATABASE_URL"
+	if ! out=$(pg_psql "$PG_ADMIN_URL" -qAtc 'select 1' 2>&1); then
+		log "cannot connect to Postgres over TCP as guard_test ($out); set GUARD_TEST_DATABASE_URL"
 		return 1
 	fi
 }
@@ -128,6 +224,27 @@ ensure_go() {
 	fi
 	if ! command -v go >/dev/null 2>&1; then
 		log "go is not installed (Go 1.26 or newer is needed: https://go.dev/doc/install)"
+		return 1
+	fi
+}
+
+# ensure_cgo makes sure go test -race can build: the race detector needs
+# cgo, and cgo a C compiler, which a fresh Debian (and Go from go.dev) does
+# not bring. Installs gcc when it is missing, and says so.
+ensure_cgo() {
+	local cc
+	cc=$(go env CC)
+	if command -v "${cc%% *}" >/dev/null 2>&1; then
+		if [ "$(go env CGO_ENABLED)" != "1" ]; then
+			log "CGO_ENABLED is $(go env CGO_ENABLED); -race needs cgo: unset it or set CGO_ENABLED=1"
+			return 1
+		fi
+		return 0
+	fi
+	log "go test -race needs cgo, and cgo a C compiler: '${cc%% *}' is not installed, installing gcc"
+	apt_install gcc libc6-dev
+	if ! command -v "${cc%% *}" >/dev/null 2>&1; then
+		log "still no C compiler '${cc%% *}' after installing gcc; install one, or set CC"
 		return 1
 	fi
 }

@@ -8,7 +8,8 @@
 # does; the `guard` database is created when missing and migrated at start.
 # The config is scripts/dev.yaml (override with GUARD_CONFIG); the key
 # secret is generated once into tmp/dev-key-secret (override with
-# GUARD_KEY_SECRET). Extra arguments go to `guard serve`. Ctrl-C stops Guard
+# GUARD_KEY_SECRET) and the audit spool is tmp/spool (override with
+# GUARD_SPOOL_DIR). Extra arguments go to `guard serve`. Ctrl-C stops Guard
 # gracefully; Redis and Postgres keep running.
 set -euo pipefail
 
@@ -21,9 +22,9 @@ ensure_go
 ensure_redis
 ensure_postgres
 
-if [ "$(psql "$PG_ADMIN_URL" -qAtc "SELECT 1 FROM pg_database WHERE datname = 'guard'")" != "1" ]; then
+if [ "$(pg_psql "$PG_ADMIN_URL" -qAtc "SELECT 1 FROM pg_database WHERE datname = 'guard'")" != "1" ]; then
 	log "creating database guard"
-	psql "$PG_ADMIN_URL" -qAtc "CREATE DATABASE guard" >/dev/null
+	pg_psql "$PG_ADMIN_URL" -qAtc "CREATE DATABASE guard" >/dev/null
 fi
 guard_db_url=$(printf '%s' "$PG_ADMIN_URL" | sed -E 's#/postgres(\?|$)#/guard\1#')
 
@@ -39,6 +40,9 @@ fi
 export GUARD_CONFIG=${GUARD_CONFIG:-scripts/dev.yaml}
 export GUARD_REDIS_URL=${GUARD_REDIS_URL:-redis://127.0.0.1:6379/0}
 export GUARD_DATABASE_URL=${GUARD_DATABASE_URL:-$guard_db_url}
+# The spool of this checkout's Guard, so that two checkouts (or a Guard run
+# by hand with the default ~/.cache/guard/spool) never share one.
+export GUARD_SPOOL_DIR=${GUARD_SPOOL_DIR:-$GUARD_ROOT/tmp/spool}
 export GUARD_KEY_SECRET
 log "guard serve (config $GUARD_CONFIG; API keys are in it)"
 exec go run ./cmd/guard serve --migrate "$@"

@@ -11,7 +11,11 @@
 # Ubuntu) and started locally: Redis without persistence, Postgres through
 # pg_ctlcluster. That needs root; as another user the script runs those
 # steps through sudo. It never stops, restarts or flushes a server that was
-# already running.
+# already running. The race detector needs cgo and so a C compiler: when
+# none is installed, the script installs gcc (apt-get) and says so. When
+# Postgres refuses passwordless TCP logins, the script creates a guard_test
+# role with a password (GUARD_TEST_PG_PASSWORD, default guard-test) and
+# leaves it in place. A Redis it starts keeps its pid file and log in tmp/.
 #
 # The tests read GUARD_TEST_REDIS_URL and GUARD_TEST_DATABASE_URL (defaults:
 # redis://127.0.0.1:6379/0 and postgres://postgres@127.0.0.1:5432/postgres);
@@ -25,6 +29,7 @@ GUARD_SCRIPT=test.sh
 . ./scripts/lib.sh
 
 ensure_go
+ensure_cgo
 ensure_redis
 ensure_postgres
 ensure_chromium

@@ -13,8 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/guardhq/guard/internal/abuse"
 	"github.com/guardhq/guard/internal/alert"
 	"github.com/guardhq/guard/internal/api"
@@ -34,10 +32,13 @@ type app struct {
 	failover *limits.FailoverStore // nil without Redis
 	audit    audit.Store
 	recorder *audit.Writer
-	pool     *pgxpool.Pool // nil without a database
+	pg       *audit.PGStore // nil without a database
 	guard    *abuse.Guard
 	handler  http.Handler
 	alerts   *alert.Notifier
+	// stopping is closed when the HTTP server begins a graceful stop; it
+	// cuts off audit exports in flight (api.Deps.Stopping).
+	stopping chan struct{}
 	// stopBackground ends the background loops (partition maintenance,
 	// health polling) started by newApp.
 	stopBackground context.CancelFunc
@@ -53,7 +54,7 @@ type appOptions struct {
 // newApp builds every component of cfg. On error, whatever was built is
 // closed again.
 func newApp(ctx context.Context, logger *slog.Logger, cfg *config.Config, opts appOptions) (a *app, err error) {
-	a = &app{log: logger, cfg: cfg, metrics: metrics.New()}
+	a = &app{log: logger, cfg: cfg, metrics: metrics.New(), stopping: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			_ = a.close(context.Background())
@@ -87,6 +88,7 @@ func newApp(ctx context.Context, logger *slog.Logger, cfg *config.Config, opts a
 		Readiness:       a.readiness,
 		Metrics:         a.metrics.Handler(),
 		Observer:        a.metrics,
+		Stopping:        a.stopping,
 	})
 	if err != nil {
 		return a, fmt.Errorf("build api: %w", err)
@@ -164,7 +166,8 @@ func (a *app) buildStore(ctx context.Context) error {
 func (a *app) buildAudit(ctx context.Context, migrate bool) error {
 	if a.cfg.DatabaseURL == "" {
 		a.log.Warn("NO DATABASE CONFIGURED: the audit trail is kept in memory (at most " +
-			fmt.Sprint(audit.DefaultMemoryMax) + " events) and lost on restart. " +
+			fmt.Sprint(audit.DefaultMemoryMax) + " events and " + fmt.Sprint(audit.DefaultMemoryMaxBytes>>20) +
+			" MiB, the oldest evicted) and lost on restart. " +
 			"Set GUARD_DATABASE_URL or database_url for production.")
 		if migrate {
 			a.log.Warn("--migrate ignored: no database URL")
@@ -188,17 +191,16 @@ func (a *app) buildAudit(ctx context.Context, migrate bool) error {
 		}
 		a.log.Info("audit schema migrated", "version", v)
 	}
-	pcfg, err := pgxpool.ParseConfig(a.cfg.DatabaseURL)
-	if err != nil {
-		return errors.New("database url: " + sanitize(err.Error(), a.cfg.DatabaseURL))
-	}
-	a.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return fmt.Errorf("postgres pool: %w", err)
-	}
 	pgcfg := a.cfg.Postgres
 	pgcfg.OnMaintain = a.onMaintain
-	pg := audit.NewPGStore(a.log, a.pool, pgcfg)
+	pg, err := audit.OpenPostgres(ctx, a.log, audit.PostgresConfig{
+		URL:   a.cfg.DatabaseURL,
+		Store: pgcfg,
+	})
+	if err != nil {
+		return errors.New(sanitize(err.Error(), a.cfg.DatabaseURL))
+	}
+	a.pg = pg
 	pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := pg.Ping(pingCtx); err != nil {
@@ -252,7 +254,7 @@ func (a *app) pollHealth(ctx context.Context) {
 	st := a.recorder.Stats()
 	a.metrics.SetAuditBacklog(st.Queued + st.SpoolEvents)
 	a.metrics.SetSpoolBytes(st.SpoolBytes)
-	if a.pool != nil {
+	if a.pg != nil {
 		a.metrics.SetPostgresUp(a.postgresUp(ctx))
 	}
 }
@@ -276,7 +278,7 @@ func (a *app) readiness(ctx context.Context) api.Readiness {
 	if a.failover != nil && a.failover.Degraded() {
 		r.Mode, r.Redis = "degraded", "down"
 	}
-	if a.pool != nil && !a.postgresUp(ctx) {
+	if a.pg != nil && !a.postgresUp(ctx) {
 		r.Postgres = "down"
 	}
 	return r
@@ -295,8 +297,8 @@ func (a *app) close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("close audit writer: %w", err))
 		}
 	}
-	if a.pool != nil {
-		a.pool.Close()
+	if a.pg != nil {
+		a.pg.Close()
 	}
 	if a.store != nil {
 		if err := a.store.Close(); err != nil {

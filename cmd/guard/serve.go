@@ -150,13 +150,19 @@ func (a *app) serve(ctx context.Context, timeout time.Duration) error {
 		Handler:           a.handler,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
-		// Audit exports stream the whole filtered trail; a short write
-		// timeout would cut them off.
-		WriteTimeout:   10 * time.Minute,
+		// Audit exports stream the whole filtered trail for as long as
+		// their client keeps reading: they move their own write deadline
+		// forward with every write (api.ExportConfig.WriteTimeout), so
+		// this bounds every other answer.
+		WriteTimeout:   time.Minute,
 		IdleTimeout:    2 * time.Minute,
 		MaxHeaderBytes: 64 << 10,
 		ErrorLog:       slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
+	// Exports in flight end when the stop begins, so a client
+	// downloading the trail cannot hold the stop to its limit and leave
+	// the audit flush no time.
+	srv.RegisterOnShutdown(func() { close(a.stopping) })
 	a.log.Info("guard listening", "addr", ln.Addr().String(), "instance", a.cfg.Instance())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

@@ -123,15 +123,15 @@ func (g *Guard) Check(ctx context.Context, in CheckInput) (Decision, error) {
 	case res.Locked != nil:
 		d.Reason = ReasonLockedOut
 		d.Lockout = g.lockoutInfo(res.Locked)
-		d.RetryAfter = max(res.Locked.Until.Sub(res.Now), time.Millisecond)
+		// The attempt goes ahead once the lockout has ended and every
+		// enforced rule admits it: the later of the two. Denied attempts
+		// are not logged, so a rule that is full now frees up on its own
+		// schedule, lockout or not.
+		d.RetryAfter = max(res.Locked.Until.Sub(res.Now), rulesRetryAfter(req.Rules, res.Rules), time.Millisecond)
 		lockUntil = &res.Locked.Until
 	case !res.Allowed:
 		d.Reason = ReasonRateLimited
-		for i, rr := range res.Rules {
-			if i < len(req.Rules) && !req.Rules[i].Shadow && !rr.Allowed {
-				d.RetryAfter = max(d.RetryAfter, rr.RetryAfter)
-			}
-		}
+		d.RetryAfter = rulesRetryAfter(req.Rules, res.Rules)
 	default:
 		d.Allowed, d.Reason = true, ReasonOK
 		for _, rr := range res.Rules {
@@ -153,6 +153,19 @@ func (g *Guard) Check(ctx context.Context, in CheckInput) (Decision, error) {
 	}
 	g.recordCheck(&d, &id, in.APIKey, rule, lockUntil)
 	return d, nil
+}
+
+// rulesRetryAfter is how long until every enforced rule admits the
+// attempt: the longest RetryAfter of the enforced rules that deny it, 0
+// when they all admit it.
+func rulesRetryAfter(rules []limits.Rule, results []limits.RuleResult) time.Duration {
+	var d time.Duration
+	for i, rr := range results {
+		if i < len(rules) && !rules[i].Shadow && !rr.Allowed {
+			d = max(d, rr.RetryAfter)
+		}
+	}
+	return d
 }
 
 // sparesTrusted reports whether any lock honours a trusted device; only

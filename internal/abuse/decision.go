@@ -107,9 +107,30 @@ type ReportInput struct {
 	Subject Subject
 	// Outcome is "success" or "failure".
 	Outcome string
-	// DecisionID is the check's decision_id when the caller gave it.
+	// DecisionID is the check's decision_id when the caller gave it: at
+	// most MaxDecisionIDLen bytes of [A-Za-z0-9_-] (a decision_id Guard
+	// issued is a 26-character ULID).
 	DecisionID string
 	APIKey     string
+}
+
+// MaxDecisionIDLen bounds a report's decision_id, in bytes.
+const MaxDecisionIDLen = 64
+
+// validDecisionID reports whether id is a decision_id a report may carry:
+// 1 to MaxDecisionIDLen bytes of [A-Za-z0-9_-]. Anything else would let a
+// caller store arbitrary bytes in the audit trail under an id's name.
+func validDecisionID(id string) bool {
+	if id == "" || len(id) > MaxDecisionIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		b := id[i]
+		if !(b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b == '_' || b == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // ReportOutcome is Guard's answer to a report.

@@ -27,8 +27,9 @@ const (
 // last), or nil.
 //
 // Errors: *InputError for an unknown action, a bad identifier, no
-// identifier, or an outcome other than "success" or "failure" (field
-// "outcome"); else a wrapped store error, with nothing audited.
+// identifier, an outcome other than "success" or "failure" (field
+// "outcome"), or a decision_id that is not 1 to MaxDecisionIDLen bytes of
+// [A-Za-z0-9_-] (field "decision_id"); else a wrapped store error, with nothing audited.
 func (g *Guard) Report(ctx context.Context, in ReportInput) (ReportOutcome, error) {
 	a, err := g.action(in.Action)
 	if err != nil {
@@ -37,6 +38,10 @@ func (g *Guard) Report(ctx context.Context, in ReportInput) (ReportOutcome, erro
 	if in.Outcome != OutcomeSuccess && in.Outcome != OutcomeFailure {
 		return ReportOutcome{}, &InputError{Code: CodeInvalidRequest, Field: "outcome",
 			Message: fmt.Sprintf(`outcome must be "success" or "failure", not %q`, in.Outcome)}
+	}
+	if in.DecisionID != "" && !validDecisionID(in.DecisionID) {
+		return ReportOutcome{}, &InputError{Code: CodeInvalidRequest, Field: "decision_id",
+			Message: fmt.Sprintf("decision_id must be at most %d bytes of letters, digits, _ and -", MaxDecisionIDLen)}
 	}
 	id, err := g.subject(in.Subject)
 	if err != nil {

@@ -3,6 +3,7 @@ package abuse
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -248,4 +249,97 @@ func TestCountDenials(t *testing.T) {
 			t.Errorf("locked check event: %+v; want locked_out with lockout_until", e)
 		}
 	})
+}
+
+// A locked attempt's retry_after is the later of the lockout's end and the
+// moment the enforced rules admit it (what the Retry-After header says
+// too): a count_denials strike locks otp_send for 1m while its user rule
+// (2 per 10m here) stays full for almost 10m.
+func TestLockedRetryAfterIsTheLaterOfLockAndRules(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		ladder := []time.Duration{time.Minute}
+		g, _ := newGuard(t, b, Policy{Actions: map[string]Action{
+			"otp_send": {
+				Limits: []Rule{
+					{Dimension: DimUser, Limit: 2, Window: 10 * time.Minute},
+					{Dimension: DimIP, Limit: 1, Window: time.Hour, Shadow: true, Name: "otp_send/ip-shadow"},
+				},
+				Failures: []Rule{{Dimension: DimUser, Limit: 1, Window: time.Hour}},
+				Lockout:  Lockout{Ladder: ladder, Decay: time.Hour, CountDenials: true},
+			},
+		}})
+		in := CheckInput{Action: "otp_send", Subject: subj("carol", "203.0.113.9", "")}
+		mustCheck(t, g, in)
+		mustCheck(t, g, in)
+		// The third is denied by the rule and strikes (count_denials).
+		wantDecision(t, mustCheck(t, g, in), false, ReasonRateLimited)
+		b.advance(time.Second)
+		d := mustCheck(t, g, in)
+		wantDecision(t, d, false, ReasonLockedOut)
+		if d.Lockout == nil {
+			t.Fatal("no lockout on a locked_out decision")
+		}
+		lockLeft := d.Lockout.Until.Sub(d.At)
+		if d.RetryAfter <= lockLeft+time.Minute {
+			t.Errorf("retry after %v, lockout ends in %v: want the user rule's ~10m, the later one", d.RetryAfter, lockLeft)
+		}
+		if b.clock != nil {
+			// Exact on the fake clock: both entries were logged at t0, the
+			// rule admits one more at t0+10m; now is t0+1s.
+			if want := 10*time.Minute - time.Second; d.RetryAfter != want {
+				t.Errorf("retry after %v, want %v", d.RetryAfter, want)
+			}
+			// The lockout over, the rule still denies: rate_limited, with
+			// the rest of the window.
+			b.advance(2 * time.Minute)
+			d = mustCheck(t, g, in)
+			wantDecision(t, d, false, ReasonRateLimited)
+			if want := 10*time.Minute - time.Second - 2*time.Minute; d.RetryAfter != want {
+				t.Errorf("after the lockout: retry after %v, want %v", d.RetryAfter, want)
+			}
+		}
+	})
+}
+
+// A lockout that outlasts the rules keeps its own end.
+func TestLockedRetryAfterLockoutLonger(t *testing.T) {
+	b := memoryBackend(t)
+	g, _ := newGuard(t, b, authPolicy(50))
+	in := CheckInput{Action: "login", Subject: subj("dave", "203.0.113.7", "")}
+	for range 3 {
+		mustReport(t, g, failure("login", "dave", "203.0.113.7", ""))
+	}
+	d := mustCheck(t, g, in)
+	wantDecision(t, d, false, ReasonLockedOut)
+	if d.RetryAfter != time.Minute {
+		t.Errorf("retry after %v, want the 1m lockout", d.RetryAfter)
+	}
+}
+
+func TestReportDecisionID(t *testing.T) {
+	b := memoryBackend(t)
+	g, rec := newGuard(t, b, DefaultPolicy())
+	long := string(make([]byte, MaxDecisionIDLen+1))
+	for _, tc := range []struct {
+		id string
+		ok bool
+	}{
+		{"", true}, {"01JDXYZABCDEFGHJKMNPQRSTVW", true}, {"a_b-C9", true},
+		{strings.Repeat("x", MaxDecisionIDLen), true},
+		{strings.Repeat("x", MaxDecisionIDLen+1), false}, {long, false},
+		{"a b", false}, {"a\x00", false}, {"é", false}, {"a/b", false}, {"a.b", false},
+	} {
+		in := failure("login", "erin", "203.0.113.7", "")
+		in.DecisionID = tc.id
+		_, err := g.Report(context.Background(), in)
+		var ie *InputError
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("decision_id %q: %v, want accepted", tc.id, err)
+		case tc.ok && rec.last(t).DecisionID != tc.id:
+			t.Errorf("decision_id %q: event carries %q", tc.id, rec.last(t).DecisionID)
+		case !tc.ok && (!errors.As(err, &ie) || ie.Field != "decision_id"):
+			t.Errorf("decision_id %.20q: %v, want 400 field decision_id", tc.id, err)
+		}
+	}
 }

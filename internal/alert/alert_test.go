@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -20,6 +21,7 @@ import (
 // status codes in plan, one per request (200 once plan is used up).
 type receiver struct {
 	srv  *httptest.Server
+	h    http.Handler
 	mu   sync.Mutex
 	got  []Payload
 	hits atomic.Int64
@@ -29,8 +31,20 @@ type receiver struct {
 
 func newReceiver(t *testing.T, plan ...int) *receiver {
 	t.Helper()
+	r := newHandler(t, plan...)
+	r.srv = httptest.NewServer(r.h)
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+// memURL is the webhook URL of tests that deliver through receiver.inMemory.
+const memURL = "http://alerts.invalid/hook"
+
+// newHandler is a receiver without a server, for receiver.inMemory.
+func newHandler(t *testing.T, plan ...int) *receiver {
+	t.Helper()
 	r := &receiver{plan: plan}
-	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	r.h = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		i := r.hits.Add(1) - 1
 		if r.hang != nil {
 			select {
@@ -58,9 +72,25 @@ func newReceiver(t *testing.T, plan ...int) *receiver {
 			r.mu.Unlock()
 		}
 		w.WriteHeader(code)
-	}))
-	t.Cleanup(r.srv.Close)
+	})
 	return r
+}
+
+// roundTripFunc is an http.RoundTripper made of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// inMemory returns a client that hands each request straight to r's
+// handler, with no socket: inside a synctest bubble a network read is not
+// "durably blocked", so tests on the fake clock deliver this way. The
+// handler is the one the real server runs, checks included.
+func (r *receiver) inMemory() *http.Client {
+	return &http.Client{Transport: roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		rec := httptest.NewRecorder()
+		r.h.ServeHTTP(rec, req)
+		return rec.Result(), nil
+	})}
 }
 
 func (r *receiver) events() []string {
@@ -115,36 +145,52 @@ func closeNotifier(t *testing.T, n *Notifier) {
 	}
 }
 
+// The hold tests run in a synctest bubble: the Hold timer follows the fake
+// clock, so "not before Hold, right at Hold" is exact and takes no time.
+
 func TestDownAndRecoveryPayloads(t *testing.T) {
-	r := newReceiver(t)
-	var rs results
-	n := New(nil, testConfig(r.srv.URL, &rs), nil, func() time.Time { return t0.Add(time.Second) })
+	synctest.Test(t, func(t *testing.T) {
+		r := newHandler(t)
+		var rs results
+		cfg := testConfig(memURL, &rs)
+		n := New(nil, cfg, r.inMemory(), func() time.Time { return t0.Add(time.Second) })
 
-	n.Down(Redis, t0, "dial tcp 127.0.0.1:6379: connection refused")
-	n.Down(Redis, t0.Add(time.Millisecond), "again") // duplicate: ignored
-	n.Up(Redis, t0.Add(90*time.Second), "")
-	time.Sleep(200 * time.Millisecond) // past Hold
-	closeNotifier(t, n)
+		n.Down(Redis, t0, "dial tcp 127.0.0.1:6379: connection refused")
+		n.Down(Redis, t0.Add(time.Millisecond), "again") // duplicate: ignored
+		n.Up(Redis, t0.Add(90*time.Second), "")
+		time.Sleep(cfg.Hold - time.Millisecond)
+		synctest.Wait()
+		if got := fmt.Sprint(r.events()); got != "[redis_down]" {
+			t.Fatalf("events before Hold elapsed = %s, want [redis_down]", got)
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if got := fmt.Sprint(r.events()); got != "[redis_down redis_recovered]" {
+			t.Fatalf("events once Hold elapsed = %s, want the recovery too", got)
+		}
+		closeNotifier(t, n)
 
-	want := []Payload{
-		{Event: "redis_down", Instance: "guard-test", Since: "2025-03-04T05:06:07.890Z",
-			At: "2025-03-04T05:06:08.890Z", Detail: "dial tcp 127.0.0.1:6379: connection refused",
-			Counts: Counts{Transitions: 1}},
-		{Event: "redis_recovered", Instance: "guard-test", Since: "2025-03-04T05:06:07.890Z",
-			At: "2025-03-04T05:07:37.890Z", Counts: Counts{Transitions: 1, DownMS: 90_000}},
-	}
-	r.mu.Lock()
-	got := r.got
-	r.mu.Unlock()
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("payloads:\n got %+v\nwant %+v", got, want)
-	}
-	if s := rs.String(); s != "[redis_down/sent redis_recovered/sent]" {
-		t.Errorf("results = %s, want one sent each", s)
-	}
+		want := []Payload{
+			{Event: "redis_down", Instance: "guard-test", Since: "2025-03-04T05:06:07.890Z",
+				At: "2025-03-04T05:06:08.890Z", Detail: "dial tcp 127.0.0.1:6379: connection refused",
+				Counts: Counts{Transitions: 1}},
+			{Event: "redis_recovered", Instance: "guard-test", Since: "2025-03-04T05:06:07.890Z",
+				At: "2025-03-04T05:07:37.890Z", Counts: Counts{Transitions: 1, DownMS: 90_000}},
+		}
+		r.mu.Lock()
+		got := r.got
+		r.mu.Unlock()
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("payloads:\n got %+v\nwant %+v", got, want)
+		}
+		if s := rs.String(); s != "[redis_down/sent redis_recovered/sent]" {
+			t.Errorf("results = %s, want one sent each", s)
+		}
+	})
 }
 
 func TestHysteresis(t *testing.T) {
+	const hold = 60 * time.Millisecond // testConfig's
 	tests := []struct {
 		name  string
 		steps func(n *Notifier)
@@ -156,18 +202,21 @@ func TestHysteresis(t *testing.T) {
 			steps: func(n *Notifier) {
 				for range 5 {
 					n.Down(Redis, t0, "refused")
+					time.Sleep(hold / 2)
 					n.Up(Redis, t0, "")
+					time.Sleep(hold - time.Millisecond)
 				}
 			},
 			want:  "[redis_down redis_recovered]",
 			flaps: 5,
 		},
 		{
-			name: "stable beyond hold then down again is a new outage",
+			name: "stable for exactly hold then down again is a new outage",
 			steps: func(n *Notifier) {
 				n.Down(Redis, t0, "refused")
 				n.Up(Redis, t0, "")
-				time.Sleep(200 * time.Millisecond)
+				time.Sleep(hold)
+				synctest.Wait() // the hold timer fires at this instant too: let it run first
 				n.Down(Redis, t0, "refused")
 				n.Up(Redis, t0, "")
 			},
@@ -204,23 +253,26 @@ func TestHysteresis(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newReceiver(t)
-			var rs results
-			n := New(nil, testConfig(r.srv.URL, &rs), nil, nil)
-			tc.steps(n)
-			time.Sleep(150 * time.Millisecond) // let holds elapse
-			closeNotifier(t, n)
-			if got := fmt.Sprint(r.events()); got != tc.want {
-				t.Errorf("events = %s, want %s", got, tc.want)
-			}
-			if tc.flaps > 0 {
-				r.mu.Lock()
-				last := r.got[len(r.got)-1]
-				r.mu.Unlock()
-				if last.Counts.Transitions != tc.flaps {
-					t.Errorf("recovery transitions = %d, want %d", last.Counts.Transitions, tc.flaps)
+			synctest.Test(t, func(t *testing.T) {
+				r := newHandler(t)
+				var rs results
+				n := New(nil, testConfig(memURL, &rs), r.inMemory(), nil)
+				tc.steps(n)
+				time.Sleep(hold) // let holds elapse
+				synctest.Wait()
+				closeNotifier(t, n)
+				if got := fmt.Sprint(r.events()); got != tc.want {
+					t.Errorf("events = %s, want %s", got, tc.want)
 				}
-			}
+				if tc.flaps > 0 {
+					r.mu.Lock()
+					last := r.got[len(r.got)-1]
+					r.mu.Unlock()
+					if last.Counts.Transitions != tc.flaps {
+						t.Errorf("recovery transitions = %d, want %d", last.Counts.Transitions, tc.flaps)
+					}
+				}
+			})
 		})
 	}
 }

@@ -95,11 +95,26 @@ type Config struct {
 	Keys []Key
 	// ForwardAuth configures GET /v1/forward-auth.
 	ForwardAuth ForwardAuthConfig
+	// Exports bounds the NDJSON/CSV exports of GET /v1/audit and /ui/export.
+	Exports ExportConfig
 	// SessionSecret signs review page session cookies and CSRF tokens.
 	// Every instance behind one load balancer needs the same one (derive
 	// it from key_secret); empty means a random secret per process, so a
 	// session is only valid on the instance that started it.
 	SessionSecret []byte
+}
+
+// ExportConfig bounds audit exports, which stream for as long as the
+// filtered trail lasts and the client reads.
+type ExportConfig struct {
+	// MaxConcurrent is how many exports may run at once; one more is
+	// answered 503 with Retry-After. Default 4.
+	MaxConcurrent int
+	// WriteTimeout is how long an export waits for the client to take
+	// more of it: the connection's write deadline, moved forward by every
+	// write, so a client that stops reading is cut off after it while one
+	// that keeps reading may take as long as it needs. Default 30s.
+	WriteTimeout time.Duration
 }
 
 // ForwardAuthConfig says where forward-auth finds the subject and how it
@@ -141,6 +156,11 @@ type Deps struct {
 	Observer Observer
 	// Now is the clock used to time decisions; default time.Now.
 	Now func() time.Time
+	// Stopping, when set, is closed when the server begins a graceful
+	// stop (http.Server.RegisterOnShutdown): exports in flight are cut off
+	// then, so a client downloading the trail cannot hold the stop beyond
+	// its limit. Other requests finish as usual.
+	Stopping <-chan struct{}
 }
 
 // server holds what the handlers share.
@@ -152,6 +172,7 @@ type server struct {
 	now     func() time.Time
 	observe func(action, decision, reason string, degraded bool, d time.Duration)
 	ui      *uiTemplates
+	exports exportLimits
 	sess    *sessions
 	// exact is set when audit events hold keyed hashes (pseudonymize):
 	// review links then match identifiers as stored.
@@ -206,7 +227,8 @@ func New(logger *slog.Logger, cfg Config, deps Deps) (http.Handler, error) {
 	}
 	s := &server{log: logger, keys: keys, fwd: fwd, deps: deps, now: deps.Now, ui: ui, exact: exact,
 		sess:    newSessions(cfg.SessionSecret, deps.Now),
-		observe: func(string, string, string, bool, time.Duration) {}}
+		observe: func(string, string, string, bool, time.Duration) {},
+		exports: newExportLimits(cfg.Exports)}
 	if deps.Observer != nil {
 		s.observe = deps.Observer.ObserveDecision
 	}

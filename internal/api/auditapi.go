@@ -56,29 +56,51 @@ func (s *server) handleAudit(c *gin.Context) {
 // streamAudit writes every event matching f in the export format ct. An
 // error before anything reached the client is answered with the error
 // body; after that the connection is aborted so the client sees a broken
-// transfer rather than a short file that looks complete.
+// transfer rather than a short file that looks complete. At most
+// Exports.MaxConcurrent run at once; each is cut off when its client stops
+// reading for Exports.WriteTimeout, or when the server begins to stop.
 func (s *server) streamAudit(c *gin.Context, f audit.Filter, ct string) {
 	f.Limit = 0
+	if c.Request.Method == http.MethodHead {
+		// The headers an export would carry, without running it.
+		h := c.Writer.Header()
+		h.Set("Content-Type", ct+"; charset=utf-8")
+		h.Set("Cache-Control", "no-store")
+		h.Set("X-Content-Type-Options", "nosniff")
+		c.Status(http.StatusOK)
+		return
+	}
+	release, ok := s.exports.acquire()
+	if !ok {
+		c.Header("Retry-After", "5")
+		writeError(c, errTooManyExports)
+		return
+	}
+	defer release()
+	out := newDeadlineWriter(c.Writer, s.exports.writeTimeout)
+	ctx, stop := s.exportContext(c.Request.Context(), out)
+	defer stop()
 	h := c.Writer.Header()
 	h.Set("Content-Type", ct+"; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
-	x, err := audit.NewExporter(c.Writer, ct)
+	x, err := audit.NewExporter(out, ct)
 	if err != nil {
 		writeError(c, err)
 		return
 	}
-	if err := s.deps.Audit.Stream(c.Request.Context(), f, x.Write); err != nil {
+	if err := s.deps.Audit.Stream(ctx, f, x.Write); err != nil {
 		if !c.Writer.Written() {
 			h.Del("Content-Type")
 			writeError(c, dependency(err))
 			return
 		}
-		loggerFrom(c).Error("audit export failed mid-stream", "err", err)
+		loggerFrom(c).Warn("audit export cut off", "err", err, "bytes", c.Writer.Size())
 		panic(http.ErrAbortHandler)
 	}
 	if err := x.Close(); err != nil {
 		loggerFrom(c).Warn("audit export: flush failed", "err", err)
+		panic(http.ErrAbortHandler)
 	}
 }
 

@@ -126,8 +126,17 @@ func writeError(c *gin.Context, err error) {
 		// The review pages set their own (Basic) challenge first.
 		c.Header("WWW-Authenticate", `Bearer realm="guard"`)
 	}
+	writeErrorBody(c, e.Status, errorDetail{Code: e.Code, Message: e.Message, Field: e.Field})
+}
+
+// writeErrorBody answers status with {"error": d}, d.RequestID set to the
+// request's id (the X-Request-Id the answer carries), and aborts the
+// chain. Every error body goes through it, including bodies that say less
+// than writeError's (the generic forward-auth denial).
+func writeErrorBody(c *gin.Context, status int, d errorDetail) {
+	if st := stateFrom(c); st != nil {
+		d.RequestID = st.id
+	}
 	c.Header("Cache-Control", "no-store")
-	c.AbortWithStatusJSON(e.Status, errorBody{Error: errorDetail{
-		Code: e.Code, Message: e.Message, Field: e.Field,
-	}})
+	c.AbortWithStatusJSON(status, errorBody{Error: d})
 }

@@ -176,7 +176,7 @@ func call(h http.Handler, method, target, key, body string, headers ...string) *
 }
 
 // errorOf decodes an error body strictly: exactly {"error": {code,
-// message[, field]}}.
+// message[, field], request_id}}, request_id the X-Request-Id header.
 func errorOf(t *testing.T, w *httptest.ResponseRecorder) (code, field string) {
 	t.Helper()
 	var body map[string]map[string]any
@@ -188,9 +188,12 @@ func errorOf(t *testing.T, w *httptest.ResponseRecorder) (code, field string) {
 	}
 	e := body["error"]
 	for k := range e {
-		if k != "code" && k != "message" && k != "field" {
+		if k != "code" && k != "message" && k != "field" && k != "request_id" {
 			t.Errorf("error body has unexpected key %q", k)
 		}
+	}
+	if id, _ := e["request_id"].(string); id == "" || id != w.Header().Get("X-Request-Id") {
+		t.Errorf("error body request_id = %q, want the X-Request-Id header %q", id, w.Header().Get("X-Request-Id"))
 	}
 	if f, ok := e["field"]; ok && f == "" {
 		t.Errorf("error body carries an empty field; want it omitted")

@@ -164,8 +164,7 @@ func (s *server) handleForwardAuth(c *gin.Context) {
 		c.Status(s.fwd.allowStatus)
 		return
 	}
-	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusTooManyRequests, denialBody(d.Reason))
+	writeErrorBody(c, http.StatusTooManyRequests, denialBody(d.Reason).Error)
 }
 
 // denialBody is the generic answer to a denied forward-auth attempt:

@@ -159,9 +159,13 @@ func TestForwardAuth(t *testing.T) {
 	t.Run("generic denial body", func(t *testing.T) {
 		for user, code := range map[string]string{"mallory": "rate_limited", "banned": "denylisted"} {
 			w := call(h, "GET", "/v1/forward-auth?action=login", keyCheck, "", "X-Auth-User", user)
-			want := `{"error":{"code":"` + code + `","message":"too many attempts"}}`
+			rid := w.Header().Get("X-Request-Id")
+			if rid == "" {
+				t.Fatalf("%s: no X-Request-Id", user)
+			}
+			want := `{"error":{"code":"` + code + `","message":"too many attempts","request_id":"` + rid + `"}}`
 			if got := w.Body.String(); got != want {
-				t.Errorf("%s: body = %s, want %s (no rule, limit, identifier or decision id)", user, got, want)
+				t.Errorf("%s: body = %s, want %s (no rule, limit, identifier or decision id; the request id as every error body)", user, got, want)
 			}
 			if w.Header().Get("Cache-Control") != "no-store" {
 				t.Errorf("%s: Cache-Control = %q", user, w.Header().Get("Cache-Control"))

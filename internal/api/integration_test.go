@@ -41,6 +41,7 @@ func (c *clock) Advance(d time.Duration) {
 // in-memory limiter, audit events through the real Writer into the
 // in-memory audit store, served by api.New.
 type stack struct {
+	guard  *abuse.Guard
 	h      http.Handler
 	clock  *clock
 	writer *audit.Writer
@@ -88,7 +89,7 @@ func newStack(t *testing.T, mods ...func(*abuse.Config)) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &stack{h: h, clock: clk, writer: w, store: st}
+	return &stack{guard: g, h: h, clock: clk, writer: w, store: st}
 }
 
 func (s *stack) do(t *testing.T, method, target, key, body string) *httptest.ResponseRecorder {
@@ -298,7 +299,10 @@ func TestIntegrationBadInput(t *testing.T) {
 			}
 			w := s.do(t, "POST", path, "k-check", tt.body)
 			var e struct {
-				Error struct{ Code, Message, Field string } `json:"error"`
+				Error struct {
+					Code, Message, Field string
+					RequestID            string `json:"request_id"`
+				} `json:"error"`
 			}
 			decodeStrictly(t, w, &e)
 			if w.Code != 400 || e.Error.Code != tt.wantCode || e.Error.Field != tt.wantField {
@@ -384,7 +388,10 @@ func TestIntegrationPseudonymizedAuditFilters(t *testing.T) {
 			}
 			if tt.wantCode != 200 {
 				var e struct {
-					Error struct{ Code, Message, Field string } `json:"error"`
+					Error struct {
+						Code, Message, Field string
+						RequestID            string `json:"request_id"`
+					} `json:"error"`
 				}
 				decodeStrictly(t, w, &e)
 				if e.Error.Field != tt.wantField {

@@ -4,7 +4,9 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -205,7 +207,18 @@ func singleParams(c *gin.Context, names ...string) (map[string]*string, error) {
 			return nil, badRequest(k, k+" is given more than once")
 		}
 		v := vs[0]
+		if !storableText(v) {
+			return nil, badRequest(k, k+" must be valid UTF-8 without NUL")
+		}
 		out[k] = &v
 	}
 	return out, nil
+}
+
+// storableText reports whether s is text Postgres can store and search:
+// valid UTF-8 (no lone surrogates, which utf8.ValidString also refuses)
+// and no NUL. Any other query value would reach the audit store as an
+// encoding error (SQLSTATE 22021), a 5xx for what is bad input.
+func storableText(s string) bool {
+	return utf8.ValidString(s) && !strings.Contains(s, "\x00")
 }

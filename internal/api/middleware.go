@@ -145,3 +145,20 @@ func recovery() gin.HandlerFunc {
 		c.Next()
 	}
 }
+
+// closeAfterChunked closes the connection after answering a request that
+// came with Transfer-Encoding. A request with both Transfer-Encoding and
+// Content-Length is a smuggling attempt (RFC 9112 §6.1, §11.2): a proxy in
+// front that framed it by Content-Length may have put a second request
+// where Guard sees body, or the reverse, so nothing more is read from that
+// connection. net/http removes the Content-Length of a chunked request
+// before Guard sees it, so every request with Transfer-Encoding is treated
+// so; callers that send chunked bodies pay a reconnect, nobody else.
+func closeAfterChunked() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if len(c.Request.TransferEncoding) > 0 {
+			c.Header("Connection", "close")
+		}
+		c.Next()
+	}
+}

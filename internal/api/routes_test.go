@@ -116,9 +116,9 @@ func TestUnknownRoutesAndMethods(t *testing.T) {
 		{"POST", "/v2/check", 404, "not_found", ""},
 		{"GET", "/v1/check", 405, "method_not_allowed", "POST"},
 		{"PUT", "/v1/report", 405, "method_not_allowed", "POST"},
-		{"POST", "/v1/audit", 405, "method_not_allowed", "GET"},
-		{"PATCH", "/v1/lockouts", 405, "method_not_allowed", "POST, GET, DELETE"},
-		{"POST", "/healthz", 405, "method_not_allowed", "GET"},
+		{"POST", "/v1/audit", 405, "method_not_allowed", "GET, HEAD"},
+		{"PATCH", "/v1/lockouts", 405, "method_not_allowed", "POST, GET, HEAD, DELETE"},
+		{"POST", "/healthz", 405, "method_not_allowed", "GET, HEAD"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {

@@ -3,7 +3,6 @@ package api
 import (
 	"bytes"
 	"embed"
-	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -250,27 +249,30 @@ func uiAgo(t, now time.Time) string {
 }
 
 // findEvent looks for the event with id among those at exactly at.
-func (s *server) findEvent(c *gin.Context, id string, at time.Time) (audit.Event, bool, error) {
-	f := audit.Filter{Since: at, Until: at.Add(time.Millisecond), Limit: audit.MaxLimit}
-	var found *audit.Event
-	err := s.deps.Audit.Stream(c.Request.Context(), f, func(e audit.Event) error {
-		if e.ID == id {
-			found = &e
-			return errStop
+func (s *server) findEvent(c *gin.Context, id string, at time.Time, exact bool) (audit.Event, bool, error) {
+	windows := []time.Duration{0}
+	if !exact {
+		windows = eventIDWindows
+	}
+	for _, w := range windows {
+		f := audit.Filter{ID: id, Since: at.Add(-w), Until: at.Add(w + time.Millisecond), Limit: 1}
+		page, err := s.deps.Audit.Query(c.Request.Context(), f)
+		if err != nil {
+			return audit.Event{}, false, err
 		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, errStop) {
-		return audit.Event{}, false, err
+		if len(page.Events) > 0 {
+			return page.Events[0], true, nil
+		}
 	}
-	if found == nil {
-		return audit.Event{}, false, nil
-	}
-	return *found, true, nil
+	return audit.Event{}, false, nil
 }
 
-// errStop ends a Stream early once the event is found.
-var errStop = errors.New("stop")
+// eventIDWindows are how far from its ULID's time an event is looked for,
+// narrowest first. The ULID carries Guard's clock when the decision began;
+// the stored at is Redis TIME when the store answered: a few milliseconds
+// later on a healthy fleet, more when clocks drift. An event further off
+// than the last window needs ?at=.
+var eventIDWindows = []time.Duration{5 * time.Second, 10 * time.Minute}
 
 // ulidTime reads the millisecond timestamp in the first 10 characters of
 // a ULID (Crockford base32).

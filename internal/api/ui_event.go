@@ -28,7 +28,8 @@ type eventPage struct {
 // same decision (its check and the reports that name it) and the latest of
 // the same subject within a day either side. The audit store is searched
 // by time, so the link carries the event's time in ?at=; without it the
-// time is read from the id when that is a ULID (as check events' ids are).
+// time is read from the id when that is a ULID (as check events' ids are)
+// and the event looked for around it (eventIDWindows).
 func (s *server) handleUIEvent(c *gin.Context) {
 	id := c.Param("id")
 	q, err := singleParams(c, "at")
@@ -37,8 +38,9 @@ func (s *server) handleUIEvent(c *gin.Context) {
 		return
 	}
 	var at time.Time
-	if v := q["at"]; v != nil {
-		if at, err = time.Parse(time.RFC3339, *v); err != nil {
+	exact := q["at"] != nil
+	if exact {
+		if at, err = time.Parse(time.RFC3339, *q["at"]); err != nil {
 			s.uiFail(c, badRequest("at", "at must be an RFC 3339 time"))
 			return
 		}
@@ -46,7 +48,11 @@ func (s *server) handleUIEvent(c *gin.Context) {
 		s.uiFail(c, badRequest("at", "at is required for events whose id is not a ULID"))
 		return
 	}
-	e, found, err := s.findEvent(c, id, at.UTC().Truncate(time.Millisecond))
+	if !storableText(id) {
+		s.uiFail(c, badRequest("id", "id must be valid UTF-8 without NUL"))
+		return
+	}
+	e, found, err := s.findEvent(c, id, at.UTC().Truncate(time.Millisecond), exact)
 	if err != nil {
 		s.uiFail(c, dependency(err))
 		return

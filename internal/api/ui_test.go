@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/guardhq/guard/internal/abuse"
+	"github.com/guardhq/guard/internal/audit"
 )
 
 func TestUIEvents(t *testing.T) {
@@ -155,5 +158,58 @@ func TestUIBrowserLogin(t *testing.T) {
 				t.Errorf("WWW-Authenticate scheme = %q; want %q", got, tt.wantChallenge)
 			}
 		})
+	}
+}
+
+// /ui/events/{id} finds an event from its id alone: the ULID carries
+// Guard's clock when the decision began, the stored at is Redis TIME when
+// the store answered, usually a few milliseconds later (or earlier, when
+// clocks drift).
+func TestUIEventByIDAlone(t *testing.T) {
+	st := audit.NewMemoryStore(0)
+	idAt := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	newULID := func() string { return ulid.MustNew(ulid.Timestamp(idAt), ulid.DefaultEntropy()).String() }
+	cases := []struct {
+		skew time.Duration
+		want int
+	}{
+		{0, 200},
+		{3 * time.Millisecond, 200},
+		{-2 * time.Millisecond, 200},
+		{4 * time.Second, 200},
+		{3 * time.Minute, 200},
+		{-9 * time.Minute, 200},
+		{20 * time.Minute, 404}, // too far: needs ?at=
+	}
+	ids := make([]string, len(cases))
+	var evs []audit.Event
+	for i, tc := range cases {
+		ids[i] = newULID()
+		evs = append(evs, audit.Event{ID: ids[i], At: idAt.Add(tc.skew), Kind: audit.KindCheck, Action: "login",
+			Decision: "allow", Reason: "ok", User: "alice", Instance: "guard-1"})
+	}
+	// A crowd of other events in the same millisecond as the ULID time.
+	for range 50 {
+		evs = append(evs, audit.Event{ID: newULID(), At: idAt, Kind: audit.KindCheck, Action: "login", Instance: "guard-1"})
+	}
+	if err := st.Insert(context.Background(), evs); err != nil {
+		t.Fatal(err)
+	}
+	h := newTestHandler(t, testConfig(), Deps{Audit: st})
+	for i, tc := range cases {
+		w := call(h, "GET", "/ui/events/"+ids[i], keyAudit, "")
+		if w.Code != tc.want {
+			t.Errorf("event %v after its id's time: status %d, want %d", tc.skew, w.Code, tc.want)
+			continue
+		}
+		if tc.want == 200 && !strings.Contains(w.Body.String(), ids[i]) {
+			t.Errorf("event %v after its id's time: page does not show it", tc.skew)
+		}
+	}
+	// ?at= still finds the far one exactly.
+	far := len(cases) - 1
+	w := call(h, "GET", "/ui/events/"+ids[far]+"?at="+idAt.Add(cases[far].skew).Format(time.RFC3339Nano), keyAudit, "")
+	if w.Code != 200 {
+		t.Errorf("with ?at=: status %d, want 200", w.Code)
 	}
 }

@@ -66,9 +66,11 @@ type errorBody struct {
 }
 
 // errorDetail is the inside of errorBody; Field only when one input field
-// is at fault.
+// is at fault. RequestID is the answer's X-Request-Id (contract v1.1),
+// which the SDK reads into sdk.Error.RequestID.
 type errorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Field   string `json:"field,omitempty"`
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	Field     string `json:"field,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
 }

@@ -74,3 +74,21 @@ func TestLockoutsRoundTrip(t *testing.T) {
 		t.Errorf("no lockouts = %s", empty)
 	}
 }
+
+// TestErrorBodyWire: every error body carries code, message, field (when
+// one is at fault) and request_id (contract v1.1), the keys the SDK's
+// error decoder reads into sdk.Error.
+func TestErrorBodyWire(t *testing.T) {
+	if got, want := jsonTags(reflect.TypeOf(errorDetail{})), []string{
+		"code", "message", "field,omitempty", "request_id,omitempty",
+	}; !reflect.DeepEqual(got, want) {
+		t.Errorf("error detail fields %q, want %q", got, want)
+	}
+	b, err := json.Marshal(errorBody{Error: errorDetail{Code: sdk.CodeInvalidRequest, Message: "m", Field: "user", RequestID: "r1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"error":{"code":"invalid_request","message":"m","field":"user","request_id":"r1"}}`; string(b) != want {
+		t.Errorf("encoded %s, want %s", b, want)
+	}
+}

@@ -67,6 +67,10 @@ type Event struct {
 // Filter selects events; zero fields do not filter. All filters combine
 // with AND. Identifiers must already be normalised the way events store them.
 type Filter struct {
+	// ID matches one event's id exactly. Give it a Since/Until window too:
+	// events are stored by time, and Postgres finds an id fast only
+	// within a time range.
+	ID   string
 	User string
 	IP   netip.Prefix // a single address is a /32 or /128 prefix
 	// IPText matches the stored IP text exactly: how pseudonymised events

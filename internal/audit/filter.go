@@ -51,7 +51,8 @@ func ceilMillis(t time.Time) time.Time {
 // conditions, and the shared store test suite holds the two to it.
 func matches(f Filter, e Event) bool {
 	switch {
-	case f.User != "" && e.User != f.User,
+	case f.ID != "" && e.ID != f.ID,
+		f.User != "" && e.User != f.User,
 		f.Device != "" && e.Device != f.Device,
 		f.IPText != "" && e.IP != f.IPText,
 		f.Action != "" && e.Action != f.Action,

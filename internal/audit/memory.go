@@ -6,17 +6,29 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unsafe"
 )
 
-// DefaultMemoryMax is MemoryStore's capacity when NewMemoryStore gets 0.
-const DefaultMemoryMax = 100000
+// Capacities of a MemoryStore whose bounds are given as 0.
+const (
+	// DefaultMemoryMax is the most events held.
+	DefaultMemoryMax = 100000
+	// DefaultMemoryMaxBytes is the most memory the held events take, as
+	// counted by eventBytes: 64 MiB, about 250 000 typical events, so
+	// with typical events DefaultMemoryMax is the bound that applies and
+	// with large ones (long user, device and note values) this one.
+	DefaultMemoryMaxBytes = 64 << 20
+)
 
 // MemoryStore is the bounded in-memory Store Guard uses without a database
 // URL: single instance, lost on restart, the oldest events evicted beyond
-// its capacity. Filters, order and cursors behave exactly as PGStore's.
-// It is safe for concurrent use.
+// its capacity, in events and in bytes (whichever is reached first).
+// Filters, order and cursors behave exactly as PGStore's. It is safe for
+// concurrent use.
 type MemoryStore struct {
-	max int
+	max      int
+	maxBytes int64
+	bytes    int64 // eventBytes of the held events
 
 	mu sync.RWMutex
 	// The events, sorted ascending by (At, ID), live in a ring: logical
@@ -32,12 +44,48 @@ type MemoryStore struct {
 }
 
 // NewMemoryStore returns a store holding at most max events
-// (DefaultMemoryMax when max <= 0); inserting beyond it evicts the oldest.
+// (DefaultMemoryMax when max <= 0) and DefaultMemoryMaxBytes; inserting
+// beyond either evicts the oldest.
 func NewMemoryStore(max int) *MemoryStore {
-	if max <= 0 {
-		max = DefaultMemoryMax
+	return NewBoundedMemoryStore(max, 0)
+}
+
+// NewBoundedMemoryStore returns a store holding at most maxEvents events
+// (DefaultMemoryMax when <= 0) taking at most maxBytes of memory
+// (DefaultMemoryMaxBytes when <= 0), as counted by eventBytes; inserting
+// beyond either evicts the oldest. An event larger than maxBytes on its
+// own is not kept.
+func NewBoundedMemoryStore(maxEvents int, maxBytes int64) *MemoryStore {
+	if maxEvents <= 0 {
+		maxEvents = DefaultMemoryMax
 	}
-	return &MemoryStore{max: max, ids: make(map[string]struct{})}
+	if maxBytes <= 0 {
+		maxBytes = DefaultMemoryMaxBytes
+	}
+	return &MemoryStore{max: maxEvents, maxBytes: maxBytes, ids: make(map[string]struct{})}
+}
+
+// eventOverhead is what an event costs beyond its strings' bytes: its slot
+// in the ring, the id's entry in the dedup map, the string headers' heap
+// rounding and the pointer fields' allocations. An estimate on the high
+// side, so the bound holds for what the process really spends.
+const eventOverhead = int64(unsafe.Sizeof(Event{})) + 64 + 4*16
+
+// eventBytes is the memory one held event accounts for: its strings (the
+// ID twice: in the event and as the dedup map's key) plus eventOverhead.
+func eventBytes(e *Event) int64 {
+	n := 2*len(e.ID) + len(e.Kind) + len(e.Action) + len(e.Decision) + len(e.Reason) +
+		len(e.Outcome) + len(e.User) + len(e.IP) + len(e.Device) + len(e.Rule) +
+		len(e.APIKey) + len(e.DecisionID) + len(e.Instance) + len(e.Note)
+	return int64(n) + eventOverhead
+}
+
+// Bytes returns the memory the held events account for (see
+// NewBoundedMemoryStore).
+func (s *MemoryStore) Bytes() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.bytes
 }
 
 // Insert stores events, skipping any whose ID is already held. It never
@@ -69,6 +117,7 @@ func (s *MemoryStore) Insert(_ context.Context, events []Event) error {
 			for i, j := p, 0; i < s.n || j < len(add); {
 				if j == len(add) || i < s.n && less(s.at(i), &add[j]) {
 					m = append(m, *s.at(i))
+					s.bytes -= eventBytes(s.at(i)) // counted again with in
 					i++
 				} else {
 					m = append(m, add[j])
@@ -79,20 +128,24 @@ func (s *MemoryStore) Insert(_ context.Context, events []Event) error {
 			s.merged, in = m, m
 		}
 		// Beyond capacity the oldest go: first held events (all older than
-		// in), then in's own oldest.
-		if over := s.n + len(in) - s.max; over > 0 {
-			fromHeld := min(over, s.n)
-			for range fromHeld {
-				s.evicted = append(s.evicted, s.buf[s.head].ID)
-				s.buf[s.head] = Event{} // let the collector have its strings
-				s.head = (s.head + 1) % len(s.buf)
-			}
-			s.n -= fromHeld
-			for _, e := range in[:over-fromHeld] {
-				s.evicted = append(s.evicted, e.ID)
-			}
-			in = in[over-fromHeld:]
+		// in), then in's own oldest, until both the count and the bytes fit.
+		var inBytes int64
+		for i := range in {
+			inBytes += eventBytes(&in[i])
 		}
+		for s.n > 0 && (s.n+len(in) > s.max || s.bytes+inBytes > s.maxBytes) {
+			s.evicted = append(s.evicted, s.buf[s.head].ID)
+			s.bytes -= eventBytes(&s.buf[s.head])
+			s.buf[s.head] = Event{} // let the collector have its strings
+			s.head = (s.head + 1) % len(s.buf)
+			s.n--
+		}
+		for len(in) > 0 && (len(in) > s.max || inBytes > s.maxBytes) {
+			s.evicted = append(s.evicted, in[0].ID)
+			inBytes -= eventBytes(&in[0])
+			in = in[1:]
+		}
+		s.bytes += inBytes
 		for i := range in {
 			s.push(&in[i])
 		}

@@ -1,10 +1,12 @@
 package audit
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 )
@@ -212,5 +214,67 @@ func TestMemoryStoreFullInsertDoesNotCopy(t *testing.T) {
 	}
 	if got := s.Len(); got != max {
 		t.Errorf("got Len %d, want %d", got, max)
+	}
+}
+
+// The store is bounded by bytes as well as by events: 100k reports with
+// 8000-byte values once took it to 1.5 GB.
+func TestMemoryStoreBoundedByBytes(t *testing.T) {
+	ctx := context.Background()
+	base := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	big := func(i int) Event {
+		return Event{ID: fmt.Sprintf("b%06d", i), At: base.Add(time.Duration(i) * time.Millisecond),
+			Kind: KindAdmin, Note: strings.Repeat("n", 8000)}
+	}
+	const maxBytes = 1 << 20
+	s := NewBoundedMemoryStore(1000000, maxBytes)
+	for i := 0; i < 2000; i += 10 {
+		batch := make([]Event, 0, 10)
+		for j := i; j < i+10; j++ {
+			batch = append(batch, big(j))
+		}
+		if err := s.Insert(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Bytes(); got > maxBytes {
+			t.Fatalf("after %d events: %d bytes held, bound %d", i+10, got, maxBytes)
+		}
+	}
+	per := eventBytes(&Event{ID: "b000000", Kind: KindAdmin, Note: strings.Repeat("n", 8000)})
+	if got, want := s.Len(), int(maxBytes/per); got != want {
+		t.Errorf("holds %d events, want %d (as many as fit)", got, want)
+	}
+	// The newest are kept.
+	page, err := s.Query(ctx, Filter{Limit: 1})
+	if err != nil || len(page.Events) != 1 || page.Events[0].ID != "b001999" {
+		t.Errorf("newest = %v (%v), want b001999", page.Events, err)
+	}
+	// The count of bytes follows evictions and out-of-order merges exactly.
+	var sum int64
+	if err := s.Stream(ctx, Filter{}, func(e Event) error { sum += eventBytes(&e); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if sum != s.Bytes() {
+		t.Errorf("Bytes() = %d, held events sum to %d", s.Bytes(), sum)
+	}
+	// A late (out-of-order) event merges inside the ring; still exact.
+	late := big(1990)
+	late.ID = "late"
+	late.At = late.At.Add(time.Microsecond)
+	if err := s.Insert(ctx, []Event{late}); err != nil {
+		t.Fatal(err)
+	}
+	sum = 0
+	_ = s.Stream(ctx, Filter{}, func(e Event) error { sum += eventBytes(&e); return nil })
+	if sum != s.Bytes() || s.Bytes() > maxBytes {
+		t.Errorf("after a late insert: Bytes() = %d, held sum %d, bound %d", s.Bytes(), sum, maxBytes)
+	}
+	// One event larger than the whole bound is not kept.
+	tiny := NewBoundedMemoryStore(10, 1000)
+	if err := tiny.Insert(ctx, []Event{big(1)}); err != nil {
+		t.Fatal(err)
+	}
+	if tiny.Len() != 0 || tiny.Bytes() != 0 {
+		t.Errorf("oversized event kept: len %d bytes %d", tiny.Len(), tiny.Bytes())
 	}
 }

@@ -43,8 +43,13 @@ type PGConfig struct {
 // by the migrations. It is safe for concurrent use.
 type PGStore struct {
 	logger *slog.Logger
-	pool   *pgxpool.Pool
+	pool   *pgxpool.Pool // writes, maintenance, pings
+	read   *pgxpool.Pool // queries: pool, or OpenPostgres' bounded read pool
 	cfg    PGConfig
+	// readTimeout bounds a query on the client side (0: only ctx does);
+	// owned says Close closes the pools (OpenPostgres opened them).
+	readTimeout time.Duration
+	owned       bool
 
 	defaultRows atomic.Int64
 	// Batches written by each path, for tests and the benchmark's notes.
@@ -54,7 +59,8 @@ type PGStore struct {
 }
 
 // NewPGStore returns a store over pool, whose database must be migrated
-// (Migrate up).
+// (Migrate up); reads and writes share pool. Guard itself uses
+// OpenPostgres, which gives reads a bounded pool of their own.
 func NewPGStore(logger *slog.Logger, pool *pgxpool.Pool, cfg PGConfig) *PGStore {
 	if cfg.Retention <= 0 {
 		cfg.Retention = 2160 * time.Hour
@@ -72,7 +78,7 @@ func NewPGStore(logger *slog.Logger, pool *pgxpool.Pool, cfg PGConfig) *PGStore 
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &PGStore{logger: logger, pool: pool, cfg: cfg}
+	return &PGStore{logger: logger, pool: pool, read: pool, cfg: cfg}
 }
 
 // eventColumns is the COPY column list; eventRow must match it.
@@ -208,7 +214,9 @@ func (s *PGStore) Query(ctx context.Context, f Filter) (Page, error) {
 		return Page{}, err
 	}
 	sql, args := buildQuery(f, f.Limit+1)
-	rows, err := s.pool.Query(ctx, sql, args...)
+	ctx, cancel := s.readContext(ctx)
+	defer cancel()
+	rows, err := s.read.Query(ctx, sql, args...)
 	if err != nil {
 		return Page{}, fmt.Errorf("audit query: %w", err)
 	}
@@ -275,7 +283,7 @@ func buildWhere(f Filter) ([]string, []any) {
 		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
 	}
 	for _, c := range []struct{ col, v string }{
-		{"user_id", f.User}, {"device", f.Device}, {"ip", f.IPText}, {"action", f.Action},
+		{"id", f.ID}, {"user_id", f.User}, {"device", f.Device}, {"ip", f.IPText}, {"action", f.Action},
 		{"decision", f.Decision}, {"reason", f.Reason}, {"kind", f.Kind},
 	} {
 		if c.v != "" {

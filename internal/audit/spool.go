@@ -63,14 +63,15 @@ type spool struct {
 	// file back to, and loses.
 	disk      int64
 	unflushed int
-	cut       bool      // a failed write could not cut the file back yet
-	lost      int       // records lost to failed writes, not yet reported
-	onLost    func(int) // reports them, outside the lock
-	readOff   int64     // offset of the first record not yet in the store
-	pending   int       // records from readOff to size
-	dupEnd    int64     // records before this offset may already be in the store
-	dirty     bool      // appended since the last fsync
-	skipped   int64     // damaged bytes dropped from the middle of the file at open
+	cut       bool                   // a failed write could not cut the file back yet
+	lost      int                    // records lost to failed writes, not yet reported
+	lostErr   error                  // the last failed write's error
+	onLost    func(n int, err error) // reports them and why, outside the lock
+	readOff   int64                  // offset of the first record not yet in the store
+	pending   int                    // records from readOff to size
+	dupEnd    int64                  // records before this offset may already be in the store
+	dirty     bool                   // appended since the last fsync
+	skipped   int64                  // damaged bytes dropped from the middle of the file at open
 }
 
 // openSpool opens (creating) dir/audit.spool, takes an exclusive lock on it
@@ -117,11 +118,11 @@ func openSpool(dir string, maxBytes int64) (*spool, error) {
 
 // unlock releases s.mu and then reports records lost to failed writes.
 func (s *spool) unlock() {
-	lost := s.lost
-	s.lost = 0
+	lost, err := s.lost, s.lostErr
+	s.lost, s.lostErr = 0, nil
 	s.mu.Unlock()
 	if lost > 0 && s.onLost != nil {
-		s.onLost(lost)
+		s.onLost(lost, err)
 	}
 }
 
@@ -134,8 +135,9 @@ func (s *spool) flushLocked() error {
 		return err
 	}
 	if err := s.bw.Flush(); err != nil {
-		s.failed()
-		return fmt.Errorf("flush spool: %w", err)
+		err = fmt.Errorf("flush spool: %w", err)
+		s.failed(err)
+		return err
 	}
 	s.disk, s.unflushed = s.size, 0
 	return nil
@@ -143,8 +145,9 @@ func (s *spool) flushLocked() error {
 
 // failed handles a failed write: the records since the last flush are
 // lost, and the file is cut back to what was flushed.
-func (s *spool) failed() {
+func (s *spool) failed(err error) {
 	s.lost += s.unflushed
+	s.lostErr = err
 	s.pending -= s.unflushed
 	s.unflushed = 0
 	s.size = s.disk
@@ -366,8 +369,9 @@ func (s *spool) add(events []Event, maybeStored bool) (added, next int, err erro
 			_, err = s.bw.Write(p)
 		}
 		if err != nil {
-			s.failed()
-			return added, i, errors.Join(skipped, fmt.Errorf("write spool: %w", err))
+			err = fmt.Errorf("write spool: %w", err)
+			s.failed(err)
+			return added, i, errors.Join(skipped, err)
 		}
 		s.size += int64(spoolHeaderSize + len(p))
 		s.pending++
@@ -378,24 +382,32 @@ func (s *spool) add(events []Event, maybeStored bool) (added, next int, err erro
 	return added, len(events), skipped
 }
 
-// sync writes buffered records and fsyncs the file. The fsync runs outside
-// the lock so Record's overflow appends never wait for the disk.
-func (s *spool) sync() error {
+// sync writes buffered records and fsyncs the file, and reports whether
+// it wrote anything to disk. The fsync runs outside the lock so Record's
+// overflow appends never wait for the disk.
+func (s *spool) sync() (wrote bool, err error) {
 	s.mu.Lock()
 	if !s.dirty {
 		s.unlock()
-		return nil
+		return false, nil
 	}
-	err := s.flushLocked()
+	err = s.flushLocked()
 	s.dirty = false
 	s.unlock()
 	if err != nil {
-		return err
+		return false, err
 	}
 	if err := s.f.Sync(); err != nil {
-		return fmt.Errorf("fsync spool: %w", err)
+		return false, fmt.Errorf("fsync spool: %w", err)
 	}
-	return nil
+	return true, nil
+}
+
+// diskFull reports whether err says the spool's file system has no room
+// (or the user's quota is used up): the spool is full as surely as at its
+// size bound, and is alerted as spool_full.
+func diskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // spoolBatch is what read returns: events from the front of the
@@ -492,7 +504,7 @@ func (s *spool) stats() (int, int64) {
 
 // close syncs and closes the file (releasing the lock).
 func (s *spool) close() error {
-	err := s.sync()
+	_, err := s.sync()
 	if cerr := s.f.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("close spool: %w", cerr)
 	}

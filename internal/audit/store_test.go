@@ -73,6 +73,10 @@ func testFilters(t *testing.T, s Store) {
 	}{
 		{"all newest first, ties by id desc", Filter{}, []string{"e7", "e6", "e5", "e4", "e3", "e2", "e8", "e1"}},
 		{"user", Filter{User: "alice"}, []string{"e4", "e2", "e1"}},
+		{"id", Filter{ID: "e3"}, []string{"e3"}},
+		{"id in a window", Filter{ID: "e3", Since: at(2), Until: at(4)}, []string{"e3"}},
+		{"id outside the window", Filter{ID: "e3", Since: at(4)}, nil},
+		{"id is exact", Filter{ID: "e"}, nil},
 		{"ip address", Filter{IP: netip.MustParsePrefix("203.0.113.5/32")}, []string{"e4", "e1"}},
 		{"ip cidr", Filter{IP: netip.MustParsePrefix("203.0.113.0/24")}, []string{"e4", "e2", "e8", "e1"}},
 		{"ip cidr unmasked", Filter{IP: netip.MustParsePrefix("203.0.113.77/25")}, []string{"e4", "e2", "e8", "e1"}},

@@ -27,9 +27,12 @@ type WriterConfig struct {
 	// events wait in the queue; what overflows it is dropped and counted.
 	SpoolDir string
 	// SpoolMaxBytes bounds the spool file. Default 1 GiB. When it is full,
-	// OnSpoolFull(true) fires and new events are dropped and counted while
-	// the store is down; while it is up (the file drains but only shrinks
-	// once empty) they are written to the store directly.
+	// or its file system is (ENOSPC, EDQUOT), OnSpoolFull(true) fires and
+	// new events are dropped and counted while the store is down; while it
+	// is up (the file drains but only shrinks once empty) they are written
+	// to the store directly. OnSpoolFull(false) fires once the spool has
+	// been replayed to empty, or, after a full disk, once a spool write
+	// reaches the disk again.
 	SpoolMaxBytes int64
 	// InsertTimeout bounds one store write. Default 5s.
 	InsertTimeout time.Duration
@@ -57,8 +60,8 @@ type WriterHooks struct {
 	// OnStoreState fires when the store goes down (up=false, with the error)
 	// or comes back (up=true), with the time of the change.
 	OnStoreState func(up bool, since time.Time, err error)
-	// OnSpoolFull fires when the spool reaches SpoolMaxBytes (true) and
-	// when it has room again (false).
+	// OnSpoolFull fires when the spool reaches SpoolMaxBytes or its disk
+	// is full (true) and when it has room again (false).
 	OnSpoolFull func(full bool)
 }
 
@@ -111,7 +114,10 @@ type Writer struct {
 	written   atomic.Uint64
 	dropped   atomic.Uint64
 	up        atomic.Bool
-	spoolFull atomic.Bool
+	spoolFull atomic.Bool // capFull || diskFull, for Stats
+	fullMu    sync.Mutex  // orders the full-state changes and their hooks
+	capFull   bool        // the spool reached SpoolMaxBytes; fullMu
+	diskFull  bool        // a spool write failed for want of disk space; fullMu
 	downSince time.Time   // writer goroutine only
 	lastProbe time.Time   // writer goroutine only
 	probe     chan error  // a ping in flight while the store is down; writer goroutine only
@@ -165,9 +171,12 @@ func NewWriter(logger *slog.Logger, cfg WriterConfig, store Store, hooks WriterH
 			return nil, fmt.Errorf("audit writer: %w", err)
 		}
 		w.spool = sp
-		sp.onLost = func(n int) {
-			w.logger.Error("audit spool write failed; spooled events not yet on disk are lost", "events", n)
+		sp.onLost = func(n int, err error) {
+			w.logger.Error("audit spool write failed; spooled events not yet on disk are lost", "events", n, "err", err)
 			w.drop(n, "spool write failed")
+			if diskFull(err) {
+				w.setFull(fullDisk, true)
+			}
 		}
 		if sp.skipped > 0 {
 			logger.Error("audit spool was damaged: unreadable bytes skipped, the events in them are lost",
@@ -274,15 +283,61 @@ func (w *Writer) drop(n int, why string) {
 
 func (w *Writer) spoolError(err error) {
 	full := errors.Is(err, errSpoolFull)
-	if full && !w.spoolFull.Swap(true) {
-		w.logger.Error("audit spool full: dropping events until it drains", "max_bytes", w.cfg.SpoolMaxBytes)
-		if w.hooks.OnSpoolFull != nil {
-			w.hooks.OnSpoolFull(true)
-		}
+	if full {
+		w.setFull(fullCap, true)
+	}
+	if diskFull(err) {
+		w.setFull(fullDisk, true)
 	}
 	if !full || errors.Is(err, errRecordTooLarge) {
 		w.logger.Error("audit spool write failed; events dropped", "err", err)
 	}
+}
+
+// Why the spool is full.
+const (
+	fullCap  = iota // at SpoolMaxBytes
+	fullDisk        // its file system has no room
+	fullAll         // for clearing: the spool has been replayed to empty
+)
+
+// setFull records that the spool is (or is no longer) full for reason,
+// and fires OnSpoolFull when that changes whether it is full at all.
+func (w *Writer) setFull(reason int, full bool) {
+	w.fullMu.Lock()
+	defer w.fullMu.Unlock()
+	was := w.capFull || w.diskFull
+	switch reason {
+	case fullCap:
+		w.capFull = full
+	case fullDisk:
+		w.diskFull = full
+	case fullAll:
+		w.capFull, w.diskFull = full, full
+	}
+	now := w.capFull || w.diskFull
+	w.spoolFull.Store(now)
+	if now == was {
+		return
+	}
+	switch {
+	case now && reason == fullDisk:
+		w.logger.Error("audit spool full: its disk has no room; dropping events until it does", "dir", w.cfg.SpoolDir)
+	case now:
+		w.logger.Error("audit spool full: dropping events until it drains", "max_bytes", w.cfg.SpoolMaxBytes)
+	default:
+		w.logger.Info("audit spool has room again")
+	}
+	if w.hooks.OnSpoolFull != nil {
+		w.hooks.OnSpoolFull(now)
+	}
+}
+
+// diskFullNow reports whether the spool is full for want of disk space.
+func (w *Writer) diskFullNow() bool {
+	w.fullMu.Lock()
+	defer w.fullMu.Unlock()
+	return w.diskFull
 }
 
 func (w *Writer) markUp() {

@@ -301,8 +301,15 @@ func (w *Writer) tick() {
 	if w.spool == nil {
 		return
 	}
-	if err := w.spool.sync(); err != nil {
+	switch wrote, err := w.spool.sync(); {
+	case err != nil:
 		w.logger.Error("audit spool fsync failed", "err", err)
+		if diskFull(err) {
+			w.setFull(fullDisk, true)
+		}
+	case wrote && w.diskFullNow():
+		// Records reached the disk again: it has room.
+		w.setFull(fullDisk, false)
 	}
 	if !w.up.Load() {
 		// A ping on the side, never a write on this goroutine: a store that
@@ -414,9 +421,7 @@ func (w *Writer) replay(deadline time.Time) {
 		}
 		if pending == 0 {
 			w.logger.Info("audit spool replayed")
-			if w.spoolFull.Swap(false) && w.hooks.OnSpoolFull != nil {
-				w.hooks.OnSpoolFull(false)
-			}
+			w.setFull(fullAll, false)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -392,24 +393,43 @@ func (s *hangingStore) Ping(ctx context.Context) error {
 // memory unspooled and the spool goes without fsync, stretching the crash
 // loss bound from one FlushInterval to InsertTimeout.
 func TestWriterProbesHangingStoreWithoutWrites(t *testing.T) {
-	s := &hangingStore{MemoryStore: NewMemoryStore(0)}
-	s.hang.Store(true)
-	w := newTestWriter(t, WriterConfig{BatchSize: 5, FlushInterval: 5 * time.Millisecond,
-		RetryInterval: 20 * time.Millisecond, InsertTimeout: 150 * time.Millisecond, SpoolDir: t.TempDir()}, s, WriterHooks{})
-	evs := genEvents("hg", 60, time.Now(), time.Millisecond)
-	for _, e := range evs[:5] {
-		w.Record(e)
-	}
-	waitFor(t, "the outage noticed", func() bool { return !w.PostgresUp() && w.Stats().SpoolEvents == 5 })
-	before := s.writes.Load()
-	for _, e := range evs[5:] {
-		w.Record(e)
-		time.Sleep(5 * time.Millisecond) // several retry intervals and timeouts
-	}
-	waitFor(t, "events spooled", func() bool { return w.Stats().SpoolEvents == len(evs) })
-	if got := s.writes.Load() - before; got != 0 {
-		t.Errorf("got %d writes to a store that does not answer, want 0 (probes are pings)", got)
-	}
-	s.hang.Store(false)
-	waitFor(t, "spool replayed", func() bool { return w.PostgresUp() && w.Backlog() == 0 && s.Len() == len(evs) })
+	synctest.Test(t, func(t *testing.T) {
+		s := &hangingStore{MemoryStore: NewMemoryStore(0)}
+		s.hang.Store(true)
+		const flush, retry, timeout = 5 * time.Millisecond, 20 * time.Millisecond, 150 * time.Millisecond
+		w := newTestWriter(t, WriterConfig{BatchSize: 5, FlushInterval: flush,
+			RetryInterval: retry, InsertTimeout: timeout, SpoolDir: t.TempDir()}, s, WriterHooks{})
+		evs := genEvents("hg", 60, time.Now(), time.Millisecond)
+		for _, e := range evs[:5] {
+			w.Record(e)
+		}
+		// The full batch's write hangs until InsertTimeout: then the
+		// outage is noticed and the batch spooled.
+		time.Sleep(timeout)
+		synctest.Wait()
+		if w.PostgresUp() || w.Stats().SpoolEvents != 5 {
+			t.Fatalf("after InsertTimeout: up %v, %d spooled; want down and 5", w.PostgresUp(), w.Stats().SpoolEvents)
+		}
+		before := s.writes.Load()
+		for _, e := range evs[5:] {
+			w.Record(e)
+			time.Sleep(flush) // several retry intervals and timeouts
+		}
+		synctest.Wait()
+		if got := w.Stats().SpoolEvents; got != len(evs) {
+			t.Fatalf("got %d events spooled, want %d", got, len(evs))
+		}
+		if got := s.writes.Load() - before; got != 0 {
+			t.Errorf("got %d writes to a store that does not answer, want 0 (probes are pings)", got)
+		}
+		s.hang.Store(false)
+		// A probe in flight when the store heals still times out; the next
+		// one succeeds and the replay follows.
+		time.Sleep(timeout + retry)
+		synctest.Wait()
+		if !w.PostgresUp() || w.Backlog() != 0 || s.Len() != len(evs) {
+			t.Errorf("after the store healed: up %v, backlog %d, %d stored; want up, 0, %d",
+				w.PostgresUp(), w.Backlog(), s.Len(), len(evs))
+		}
+	})
 }

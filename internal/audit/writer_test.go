@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -98,19 +99,42 @@ func TestWriterBatchesBySize(t *testing.T) {
 	}
 }
 
+// TestWriterFlushesByInterval runs in a synctest bubble: the writer's ticker
+// follows the fake clock, and synctest.Wait returns once the writer has
+// finished what the tick started (insert and counters both), so the test
+// sees no half-applied write. Polling the store instead raced with the
+// writer lowering Backlog after the insert returned.
 func TestWriterFlushesByInterval(t *testing.T) {
-	s := newFlakyStore()
-	w := newTestWriter(t, WriterConfig{BatchSize: 1000, FlushInterval: 20 * time.Millisecond}, s, WriterHooks{})
-	for _, e := range genEvents("i", 3, time.Now(), time.Millisecond) {
-		w.Record(e)
-	}
-	waitFor(t, "an interval flush", func() bool { return s.Len() == 3 })
-	if got, want := s.batchSizes(), []int{3}; !slices.Equal(got, want) {
-		t.Errorf("got batches %v, want %v", got, want)
-	}
-	if got := w.Backlog(); got != 0 {
-		t.Errorf("got backlog %d, want 0", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		s := newFlakyStore()
+		const interval = 20 * time.Millisecond
+		w := newTestWriter(t, WriterConfig{BatchSize: 1000, FlushInterval: interval}, s, WriterHooks{})
+		for _, e := range genEvents("i", 3, time.Now(), time.Millisecond) {
+			w.Record(e)
+		}
+		time.Sleep(interval - time.Millisecond)
+		synctest.Wait()
+		if got := s.Len(); got != 0 {
+			t.Fatalf("got %d events stored before the interval ended, want 0", got)
+		}
+		if got := w.Backlog(); got != 3 {
+			t.Errorf("got backlog %d before the flush, want 3", got)
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if got, want := s.batchSizes(), []int{3}; !slices.Equal(got, want) {
+			t.Errorf("got batches %v, want %v", got, want)
+		}
+		if got := s.Len(); got != 3 {
+			t.Errorf("got %d events stored, want 3", got)
+		}
+		if got := w.Backlog(); got != 0 {
+			t.Errorf("got backlog %d, want 0", got)
+		}
+		if got := w.Stats().Written; got != 3 {
+			t.Errorf("got written %d, want 3", got)
+		}
+	})
 }
 
 func TestWriterSpoolsDuringOutage(t *testing.T) {

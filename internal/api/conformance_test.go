@@ -1,0 +1,253 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/guardhq/guard/internal/abuse"
+	"github.com/guardhq/guard/internal/audit"
+)
+
+// Every GET route answers HEAD, with GET's status and headers and no body
+// (RFC 9110 §9.3.2): HAProxy's `option httpchk HEAD /healthz` among others.
+func TestHeadOnEveryGetRoute(t *testing.T) {
+	h := newTestHandler(t, testConfig(), Deps{})
+	e, ok := h.(*gin.Engine)
+	if !ok {
+		t.Fatalf("handler is %T, want *gin.Engine", h)
+	}
+	heads := map[string]bool{}
+	var gets []string
+	for _, r := range e.Routes() {
+		switch r.Method {
+		case http.MethodHead:
+			heads[r.Path] = true
+		case http.MethodGet:
+			gets = append(gets, r.Path)
+		}
+	}
+	if len(gets) == 0 {
+		t.Fatal("no GET routes")
+	}
+	for _, p := range gets {
+		if !heads[p] {
+			t.Errorf("GET %s has no HEAD route", p)
+		}
+	}
+
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for _, tc := range []struct{ path, key string }{
+		{"/healthz", ""},
+		{"/readyz", ""},
+		{"/metrics", ""},
+		{"/v1/audit", keyAudit},
+		{"/v1/policy", keyAdmin},
+		{"/v1/lockouts", keyAdmin},
+		{"/ui/events", keyAudit},
+		{"/ui/", keyAudit},
+		{"/ui/lockouts", keyAdmin},
+		{"/ui/login", ""},
+		{"/ui/static/guard.css", ""},
+		{"/ui/export?format=csv", keyAudit},
+		{"/v1/audit?limit=0", keyAudit}, // an error answers HEAD too
+		{"/v1/audit", ""},
+	} {
+		t.Run(tc.path+"/"+tc.key, func(t *testing.T) {
+			get := do(t, srv, http.MethodGet, tc.path, tc.key)
+			head := do(t, srv, http.MethodHead, tc.path, tc.key)
+			if head.status != get.status {
+				t.Errorf("HEAD status %d, GET %d", head.status, get.status)
+			}
+			if head.body != "" {
+				t.Errorf("HEAD answered a body: %q", head.body)
+			}
+			for _, k := range []string{"Content-Type", "Cache-Control", "Www-Authenticate"} {
+				if head.header.Get(k) != get.header.Get(k) {
+					t.Errorf("HEAD %s = %q, GET %q", k, head.header.Get(k), get.header.Get(k))
+				}
+			}
+			if head.header.Get("X-Request-Id") == "" {
+				t.Error("HEAD answer without X-Request-Id")
+			}
+		})
+	}
+}
+
+// A HEAD on an export asks for its headers: the export is not run.
+func TestHeadOnExportDoesNotStream(t *testing.T) {
+	streamed := false
+	h := newTestHandler(t, testConfig(), Deps{Audit: &fakeAudit{stream: func(context.Context, audit.Filter, func(audit.Event) error) error {
+		streamed = true
+		return nil
+	}}})
+	w := call(h, http.MethodHead, "/v1/audit", keyAudit, "", "Accept", "text/csv")
+	if w.Code != http.StatusOK || !strings.HasPrefix(w.Header().Get("Content-Type"), "text/csv") {
+		t.Errorf("HEAD export: status %d, Content-Type %q; want 200 text/csv", w.Code, w.Header().Get("Content-Type"))
+	}
+	if streamed {
+		t.Error("HEAD ran the export")
+	}
+}
+
+type answer struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func do(t *testing.T, srv *httptest.Server, method, path, key string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, resp.Header, string(b)}
+}
+
+// Every answer carries X-Request-Id; every error body carries the same id
+// as request_id (errorOf checks it).
+func TestRequestIDOnEveryAnswer(t *testing.T) {
+	h := newTestHandler(t, testConfig(), Deps{Guard: &fakeGuard{
+		check: func(context.Context, abuse.CheckInput) (abuse.Decision, error) {
+			return abuse.Decision{}, dependency(context.DeadlineExceeded)
+		},
+	}})
+	for _, tc := range []struct {
+		name, method, path, key, body string
+		status                        int
+	}{
+		{"ok", "GET", "/healthz", "", "", 200},
+		{"not found", "GET", "/nope", "", "", 404},
+		{"method", "PUT", "/v1/check", keyCheck, "", 405},
+		{"unauthenticated", "GET", "/v1/audit", "", "", 401},
+		{"forbidden", "GET", "/v1/audit", keyCheck, "", 403},
+		{"bad input", "GET", "/v1/audit?limit=x", keyAudit, "", 400},
+		{"too large", "POST", "/v1/check", keyCheck, `{"action":"` + strings.Repeat("a", 9000) + `"}`, 413},
+		{"unavailable", "POST", "/v1/check", keyCheck, `{"action":"login","user":"a"}`, 503},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := call(h, tc.method, tc.path, tc.key, tc.body)
+			if w.Code != tc.status {
+				t.Fatalf("status %d, want %d (%s)", w.Code, tc.status, w.Body)
+			}
+			if w.Header().Get("X-Request-Id") == "" {
+				t.Fatal("no X-Request-Id")
+			}
+			if tc.status >= 400 {
+				errorOf(t, w)
+			}
+		})
+	}
+	// A sane caller-supplied id is kept, in the header and the body.
+	w := call(h, "GET", "/nope", "", "", "X-Request-ID", "proxy-7f3a")
+	if got := w.Header().Get("X-Request-Id"); got != "proxy-7f3a" {
+		t.Errorf("X-Request-Id = %q, want the caller's", got)
+	}
+	errorOf(t, w)
+}
+
+// A request with both Content-Length and Transfer-Encoding is answered and
+// its connection closed, so a request smuggled behind it is never served.
+func TestContentLengthWithTransferEncodingClosesConnection(t *testing.T) {
+	checks := 0
+	h := newTestHandler(t, testConfig(), Deps{Guard: &fakeGuard{
+		check: func(_ context.Context, in abuse.CheckInput) (abuse.Decision, error) {
+			checks++
+			return abuse.Decision{ID: "01TEST", Action: in.Action, Allowed: true, Reason: abuse.ReasonOK}, nil
+		},
+	}})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"action":"login","user":"a"}`
+	smuggled := "POST /v1/check HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + keyCheck +
+		"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+	chunk := body
+	raw := "POST /v1/check HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + keyCheck +
+		"\r\nContent-Type: application/json\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n" +
+		strconv.FormatInt(int64(len(chunk)), 16) + "\r\n" + chunk + "\r\n0\r\n\r\n" + smuggled
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, raw); err != nil {
+		t.Fatal(err)
+	}
+	rd := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(rd, nil)
+	if err != nil {
+		t.Fatalf("first answer: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("first answer %d, want 200", resp.StatusCode)
+	}
+	if !resp.Close {
+		t.Errorf("first answer does not close the connection (Connection: %q)", resp.Header.Get("Connection"))
+	}
+	if resp2, err := http.ReadResponse(rd, nil); err == nil {
+		resp2.Body.Close()
+		t.Errorf("the smuggled request was answered: %d", resp2.StatusCode)
+	}
+	if checks != 1 {
+		t.Errorf("got %d checks, want 1", checks)
+	}
+}
+
+// Audit filters Postgres cannot search (NUL, invalid UTF-8, a lone
+// surrogate) are 400 with the field, on the API and the review page.
+func TestAuditFilterUnstorableText(t *testing.T) {
+	queried := false
+	h := newTestHandler(t, testConfig(), Deps{Audit: &fakeAudit{query: func(context.Context, audit.Filter) (audit.Page, error) {
+		queried = true
+		return audit.Page{}, nil
+	}}})
+	for _, path := range []string{"/v1/audit", "/ui/events"} {
+		for _, tc := range []struct{ query, field string }{
+			{"reason=%00", "reason"},
+			{"action=%ff", "action"},
+			{"reason=%ed%a0%80", "reason"},
+			{"decision=allow%00", "decision"},
+			{"kind=%c0%af", "kind"},
+			{"since=2026-01-01T00:00:00Z%00", "since"},
+			{"cursor=%ff%fe", "cursor"},
+		} {
+			t.Run(path+"?"+tc.query, func(t *testing.T) {
+				w := call(h, "GET", path+"?"+tc.query, keyAudit, "")
+				if w.Code != http.StatusBadRequest {
+					t.Fatalf("status %d, want 400 (%s)", w.Code, w.Body)
+				}
+				if path == "/v1/audit" {
+					if _, field := errorOf(t, w); field != tc.field {
+						t.Errorf("field %q, want %q", field, tc.field)
+					}
+				}
+			})
+		}
+	}
+	if queried {
+		t.Error("an unstorable filter reached the audit store")
+	}
+}
