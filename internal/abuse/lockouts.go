@@ -225,39 +225,9 @@ func eventIdentity(e audit.Event, ipv6Prefix int) (identity, bool) {
 // "user", "ip" or "device"), or an unknown ledger (field "ledger"); else a
 // wrapped store error.
 func (g *Guard) Unlock(ctx context.Context, in UnlockInput) error {
-	if in.Dimension == "" {
-		return &InputError{Code: CodeInvalidRequest, Field: "dimension", Message: "dimension is required"}
-	}
-	d, ok := parseDim(in.Dimension)
-	if !ok {
-		return &InputError{Code: CodeInvalidRequest, Field: "dimension", Message: fmt.Sprintf("unknown dimension %q", in.Dimension)}
-	}
-	full, err := normalizeSubject(in.Subject, g.cfg.IPv6Prefix)
+	d, id, err := g.adminTarget(in.Dimension, in.Subject, "unlock")
 	if err != nil {
 		return err
-	}
-	// Keep only the identifiers the dimension needs, each required.
-	var id identity
-	needUser := d == dimUser || d == dimUserIP || d == dimUserDevice
-	needIP := d == dimIP || d == dimUserIP
-	needDevice := d == dimDevice || d == dimUserDevice
-	for _, need := range []struct {
-		need, has bool
-		field     string
-	}{{needUser, full.hasUser, "user"}, {needIP, full.hasIP, "ip"}, {needDevice, full.hasDevice, "device"}} {
-		if need.need && !need.has {
-			return &InputError{Code: CodeInvalidRequest, Field: need.field,
-				Message: fmt.Sprintf("%s is required to unlock dimension %s", need.field, in.Dimension)}
-		}
-	}
-	if needUser {
-		id.user, id.hasUser = full.user, true
-	}
-	if needIP {
-		id.ip, id.ipNet, id.hasIP = full.ip, full.ipNet, true
-	}
-	if needDevice {
-		id.device, id.hasDevice = full.device, true
 	}
 	ledgers := g.names
 	if in.Ledger != "" {
