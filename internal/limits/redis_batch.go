@@ -138,13 +138,37 @@ func (b *batcher) exec(batch []*pending) {
 		cmds[i] = pipe.EvalSha(ctx, b.script.Hash(), c.keys, c.args...)
 	}
 	_, _ = pipe.Exec(ctx) // errors are per command
+	var again []int
 	for i, c := range live {
 		c.res, c.err = cmds[i].Slice()
 		if c.err != nil && redis.HasErrorPrefix(c.err, "NOSCRIPT") {
-			// After a restart, SCRIPT FLUSH or failover: Run loads it.
-			c.res, c.err = b.script.Run(c.ctx, b.client, c.keys, c.args...).Slice()
+			again = append(again, i)
+			continue
 		}
 		close(c.done)
+	}
+	if len(again) == 0 {
+		return
+	}
+	// After a restart, SCRIPT FLUSH or failover the whole batch meets
+	// NOSCRIPT: load the script once and send those calls again together,
+	// rather than one EVAL after another while their budgets run out.
+	if err := b.script.Load(ctx, b.client).Err(); err != nil {
+		for _, i := range again {
+			live[i].err = err
+			close(live[i].done)
+		}
+		return
+	}
+	pipe = b.client.Pipeline()
+	for _, i := range again {
+		c := live[i]
+		cmds[i] = pipe.EvalSha(ctx, b.script.Hash(), c.keys, c.args...)
+	}
+	_, _ = pipe.Exec(ctx)
+	for _, i := range again {
+		live[i].res, live[i].err = cmds[i].Slice()
+		close(live[i].done)
 	}
 }
 

@@ -405,3 +405,38 @@ func TestRedisStoreConfigDefaults(t *testing.T) {
 		t.Errorf("close: %v", err)
 	}
 }
+
+// TestRedisBatchAfterScriptFlush: concurrent decisions that all meet
+// NOSCRIPT (after a restart or SCRIPT FLUSH) succeed, the script loaded
+// once for the batch.
+func TestRedisBatchAfterScriptFlush(t *testing.T) {
+	srv := testenv.PrivateRedis(t)
+	s, c, _ := newRedisTestStore(t, srv.URL(), privateRedisPrefix)
+	ctx := context.Background()
+	for round := range 3 {
+		if err := c.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatalf("script flush: %v", err)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 32)
+		for i := range 32 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rule := Rule{Key: privateRedisPrefix + "{b" + strconv.Itoa(i) + "}l:x", Limit: 100, Window: time.Minute}
+				res, err := s.Check(ctx, &CheckRequest{Rules: []Rule{rule}, Cost: 1})
+				if err == nil && !res.Allowed {
+					err = errors.New("denied")
+				}
+				errs <- err
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Errorf("round %d: check after SCRIPT FLUSH: %v", round, err)
+			}
+		}
+	}
+}
