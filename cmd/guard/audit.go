@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/guardhq/guard/internal/api"
 	"github.com/guardhq/guard/internal/config"
 	"github.com/guardhq/guard/sdk"
 )
@@ -118,22 +119,13 @@ func runAudit(ctx context.Context, e *env, args []string) error {
 	}
 }
 
-// parseWhen reads an RFC 3339 time, a date (UTC midnight) or a duration
-// before now; "" is the zero time (no filter).
+// parseWhen reads a time as api.ParseTime does; "" is the zero time (no
+// filter).
 func parseWhen(s string, now time.Time) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
-	}
-	if t, err := time.Parse(time.DateOnly, s); err == nil {
-		return t, nil
-	}
-	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
-		return now.Add(-d), nil
-	}
-	return time.Time{}, fmt.Errorf("%q is not an RFC 3339 time, a date or a duration such as 24h", s)
+	return api.ParseTime(s, now)
 }
 
 // writeAuditTable prints events as aligned columns; absent fields are "-".

@@ -234,7 +234,7 @@ func (s *server) uiAuditFilter(q map[string]*string, now time.Time) (audit.Filte
 	delete(q, "since_at")
 	delete(q, "until_at")
 	f, err := s.buildAuditFilter(q, func(name, v string) (time.Time, error) {
-		t, err := parseUITime(v, now)
+		t, err := ParseTime(v, now)
 		if err != nil {
 			return t, badRequest(name, name+` must be a duration back from now (15m, 24h, 7d), a date (2026-01-02) or an RFC 3339 time (2026-01-02T15:04:05Z)`)
 		}
@@ -260,8 +260,10 @@ func (s *server) uiAuditFilter(q map[string]*string, now time.Time) (audit.Filte
 	return f, nil
 }
 
-// parseUITime reads the time forms of uiAuditFilter.
-func parseUITime(v string, now time.Time) (time.Time, error) {
+// ParseTime reads a time as the review pages and `guard audit` take it: an
+// RFC 3339 time, a date-time or date (UTC), or a duration back from now
+// (15m, 24h, 7d).
+func ParseTime(v string, now time.Time) (time.Time, error) {
 	v = strings.TrimSpace(v)
 	if t, err := parseQueryTime(v); err == nil {
 		return t, nil
@@ -279,7 +281,7 @@ func parseUITime(v string, now time.Time) (time.Time, error) {
 	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
 		return now.Add(-d), nil
 	}
-	return time.Time{}, fmt.Errorf("bad time %q", v)
+	return time.Time{}, fmt.Errorf("%q is not an RFC 3339 time, a date or a duration such as 24h or 7d", v)
 }
 
 // handleUIExport streams the events of the page's filter as CSV or NDJSON
