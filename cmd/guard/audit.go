@@ -28,7 +28,7 @@ Events come newest first.
   csv     every matching event with a header row (export; no limit)
 
 --since and --until take RFC 3339 times (2026-01-02T15:04:05Z), dates
-(2026-01-02, UTC) or a duration back from now (90m, 24h).
+(2026-01-02, UTC) or a duration back from now (90m, 24h, 7d).
 
 The server comes from --url, else GUARD_URL, else http://127.0.0.1:8080;
 the key from --key, else GUARD_API_KEY (prefer the variable: command lines
