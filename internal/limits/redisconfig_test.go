@@ -66,8 +66,12 @@ func TestNewRedisClientDeployments(t *testing.T) {
 		t.Fatalf("cluster: %v", err)
 	}
 	defer cluster.Close()
-	if o := cluster.(*redis.ClusterClient).Options(); !o.ContextTimeoutEnabled || o.ReadTimeout != 50*time.Millisecond {
-		t.Errorf("cluster options: context timeouts %v, read timeout %v", o.ContextTimeoutEnabled, o.ReadTimeout)
+	// No retries and no redirects (go-redis retries through its redirect
+	// loop; a rollback run twice would loosen a limit).
+	if o := cluster.(*redis.ClusterClient).Options(); !o.ContextTimeoutEnabled || o.ReadTimeout != 50*time.Millisecond ||
+		o.MaxRedirects != 0 || o.MaxRetries != -1 {
+		t.Errorf("cluster options: context timeouts %v, read timeout %v, redirects %d, retries %d",
+			o.ContextTimeoutEnabled, o.ReadTimeout, o.MaxRedirects, o.MaxRetries)
 	}
 	sentinel, err := NewRedisClient(RedisConfig{Sentinel: &SentinelConfig{Master: "guard", Addrs: []string{"127.0.0.1:26379"}}}, 0)
 	if err != nil {
