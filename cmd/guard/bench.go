@@ -7,18 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/guardhq/guard/internal/abuse"
 	"github.com/guardhq/guard/internal/bench"
 	"github.com/guardhq/guard/internal/config"
 	"github.com/guardhq/guard/internal/limits"
-	"github.com/guardhq/guard/sdk"
 )
 
 const benchHelp = `
@@ -130,68 +125,19 @@ actions:
 	return a, nil
 }
 
-// benchSubject is worker w's i-th identity.
-func benchSubject(f benchFlags, w, i int) (user, ip string) {
-	n := (w*7919 + i) % f.keys
-	return "user" + strconv.Itoa(n) + "@example.com",
-		"10." + strconv.Itoa(n>>16&255) + "." + strconv.Itoa(n>>8&255) + "." + strconv.Itoa(n&255)
-}
-
-// benchOp returns the operation one worker repeats for a mode (i is the
-// worker's iteration counter, w its index) and a function releasing what
-// the mode built. It warms up first: the first calls load the Lua script
-// and open connections, which on a loaded machine can miss the budget and
-// open the breaker; measuring starts once Redis answers within it.
+// benchOp returns the operation one worker repeats for a mode and a
+// function releasing what the mode built, warmed up (bench.WarmUp).
 func benchOp(ctx context.Context, a *app, f benchFlags, mode string) (bench.Op, func(), error) {
-	var op bench.Op
-	closeFn := func() {}
-	switch mode {
-	case "check":
-		op = func(ctx context.Context, w, i int) error {
-			user, ip := benchSubject(f, w, i)
-			d, err := a.guard.Check(ctx, abuse.CheckInput{Action: "login", Subject: abuse.Subject{User: &user, IP: &ip}, APIKey: "bench"})
-			if err == nil && d.Degraded {
-				return bench.ErrDegraded
-			}
-			return err
-		}
-	case "http":
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
+	op, closeFn := bench.CheckOp(a.guard, f.keys), func() {}
+	if mode == "http" {
+		var err error
+		if op, closeFn, err = bench.HTTPOp(a.handler, benchKey, f.concurrency, f.keys); err != nil {
 			return nil, nil, err
 		}
-		srv := &http.Server{Handler: a.handler, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		transport := &http.Transport{MaxIdleConns: f.concurrency * 2, MaxIdleConnsPerHost: f.concurrency * 2}
-		client := sdk.New("http://"+ln.Addr().String(), benchKey, sdk.WithHTTPClient(&http.Client{Transport: transport, Timeout: 10 * time.Second}), sdk.WithTimeout(10*time.Second))
-		closeFn = func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(sctx)
-			transport.CloseIdleConnections()
-		}
-		op = func(ctx context.Context, w, i int) error {
-			user, ip := benchSubject(f, w, i)
-			res, err := client.Check(ctx, sdk.CheckRequest{Action: "login", User: &user, IP: &ip})
-			if err == nil && res.Degraded {
-				return bench.ErrDegraded
-			}
-			return err
-		}
-	default:
-		return nil, nil, fmt.Errorf("unknown mode %q", mode)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for i := 0; ; i++ {
-		err := op(ctx, 0, i)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, bench.ErrDegraded) || time.Now().After(deadline) {
-			closeFn()
-			return nil, nil, fmt.Errorf("warm-up: %w", err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := bench.WarmUp(ctx, op, 5*time.Second); err != nil {
+		closeFn()
+		return nil, nil, err
 	}
 	return op, closeFn, nil
 }
