@@ -16,6 +16,9 @@
 #   2. Redis bytes of one full 100-entry log (MEMORY USAGE);
 #   3. Guard's POST /v1/check over HTTP under wrk at c=50, audit on
 #      Postgres, every request a random user, IP and device;
+#   4. the floor of any Go HTTP service: scripts/rawhttp (net/http reading
+#      the body and answering a fixed decision-sized JSON) under the same
+#      wrk load;
 #
 # and prints decisions/s, p50/p99, Redis CPU per decision (INFO
 # commandstats and the process's CPU), Guard's and Postgres's CPU per
@@ -53,8 +56,10 @@ work=$(mktemp -d /tmp/guard-bench.XXXXXX)
 chmod 755 "$work"
 guard_pid=""
 envoy_pid=""
+raw_pid=""
 cleanup() {
 	[ -n "$guard_pid" ] && kill "$guard_pid" 2>/dev/null && wait "$guard_pid" 2>/dev/null
+	[ -n "$raw_pid" ] && kill "$raw_pid" 2>/dev/null
 	[ -n "$envoy_pid" ] && kill "$envoy_pid" 2>/dev/null
 	redis-cli -p "$rport" shutdown nosave >/dev/null 2>&1 || true
 	if [ -f "$work/pg/postmaster.pid" ]; then
@@ -188,6 +193,23 @@ p50=$(awk '/^ +50%/ {print $2}' "$work/wrk.txt")
 p99=$(awk '/^ +99%/ {print $2}' "$work/wrk.txt")
 errors=$(awk '/Non-2xx|Socket errors/ {print}' "$work/wrk.txt")
 rows=$((pg_after - pg_before))
+kill "$guard_pid" && wait "$guard_pid" 2>/dev/null || true
+guard_pid=""
+
+# 4. The floor: a bare net/http server under the same load.
+go build -o "$work/rawhttp" ./scripts/rawhttp
+"$work/rawhttp" -listen 127.0.0.1:18093 >"$work/rawhttp.log" 2>&1 &
+raw_pid=$!
+wait_for "rawhttp" sh -c "curl -fs -X POST -d {} http://127.0.0.1:18093/v1/check >/dev/null"
+wrk -t2 -c "$conns" -d2s -s "$work/check.lua" "http://127.0.0.1:18093" >/dev/null
+h0=$(cpu_ticks "$raw_pid")
+log "wrk rawhttp, c=$conns, ${secs}s"
+wrk -t2 -c "$conns" -d"${secs}s" --latency -s "$work/check.lua" "http://127.0.0.1:18093" >"$work/raw.txt"
+h1=$(cpu_ticks "$raw_pid")
+raw_rps=$(awk '/^Requests\/sec/ {print $2}' "$work/raw.txt")
+raw_total=$(awk '/requests in/ {print $1}' "$work/raw.txt")
+kill "$raw_pid" 2>/dev/null || true
+raw_pid=""
 
 envoy_rps=""
 if [ -n "${ENVOY_RATELIMIT_BIN:-}" ]; then
@@ -220,8 +242,11 @@ EOF
 	envoy_pid=$!
 	sleep 2
 	wrk -t2 -c "$conns" -d2s -s "$work/envoy.lua" "http://127.0.0.1:18090" >/dev/null
+	e0=$(cpu_ticks "$envoy_pid"); er0=$(cpu_ticks "$(redis_pid)")
 	wrk -t2 -c "$conns" -d"${secs}s" --latency -s "$work/envoy.lua" "http://127.0.0.1:18090" >"$work/envoy.txt"
+	e1=$(cpu_ticks "$envoy_pid"); er1=$(cpu_ticks "$(redis_pid)")
 	envoy_rps=$(awk '/^Requests\/sec/ {print $2}' "$work/envoy.txt")
+	envoy_total=$(awk '/requests in/ {print $1}' "$work/envoy.txt")
 fi
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
@@ -244,13 +269,19 @@ Guard POST /v1/check over HTTP, audit on Postgres
   Guard CPU per decision        $(us_per $((g1 - g0)) "$total") us
   Postgres CPU per audit row    $(us_per $((p1 - p0)) "$rows") us (${rows} rows)
 
+bare net/http (scripts/rawhttp), same load
+  requests/s                    ${raw_rps}, p50/p99 $(awk '/^ +50%/ {print $2}' "$work/raw.txt") / $(awk '/^ +99%/ {print $2}' "$work/raw.txt")
+  CPU per request               $(us_per $((h1 - h0)) "$raw_total") us
+
 ratios
   Guard / raw EVALSHA -P 1      $(ratio "$rps" "$eval_p1")
   Guard / raw PING              $(ratio "$rps" "$ping_p1")
+  Guard / bare net/http         $(ratio "$rps" "$raw_rps") (decisions/s), CPU per decision $(ratio "$(us_per $((g1 - g0)) "$total")" "$(us_per $((h1 - h0)) "$raw_total")")x the bare server's
 EOF
 if [ -n "$envoy_rps" ]; then
 	cat <<EOF
   envoy ratelimit /json         ${envoy_rps} decisions/s, p50/p99 $(awk '/^ +50%/ {print $2}' "$work/envoy.txt") / $(awk '/^ +99%/ {print $2}' "$work/envoy.txt")
+  envoy CPU per decision        $(us_per $((e1 - e0)) "$envoy_total") us (its process), Redis $(us_per $((er1 - er0)) "$envoy_total") us (process)
   Guard / envoy ratelimit       $(ratio "$rps" "$envoy_rps")
 EOF
 fi
