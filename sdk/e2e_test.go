@@ -86,6 +86,26 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("check after unlock = %+v, %v", again, err)
 	}
 
+	// POST /v1/lockouts: a manual lockout, level 0, then denied as locked.
+	mallory := sdk.Subject{IP: "203.0.113.66"}
+	locked, err := admin.Lock(ctx, sdk.LockRequest{Dimension: "ip", IP: sdk.String(mallory.IP), Duration: time.Hour, Reason: "e2e", Ledger: "auth"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(locked.Lockouts) != 1 || locked.Lockouts[0].Level != 0 || locked.Lockouts[0].Dimension != "ip" ||
+		time.Until(locked.Lockouts[0].Until) < 59*time.Minute {
+		t.Errorf("lock = %+v", locked.Lockouts)
+	}
+	if res, err := checker.Check(ctx, mallory.Check("login")); err != nil || res.Reason != sdk.ReasonLockedOut {
+		t.Errorf("check of a manually locked ip = %+v, %v", res, err)
+	}
+	if _, err := admin.Lock(ctx, sdk.LockRequest{Dimension: "ip", IP: sdk.String(mallory.IP), Duration: time.Millisecond}); !errors.As(err, &e) || e.Status != 400 || e.Field != "duration_ms" {
+		t.Errorf("lock for 1ms: %v, want 400 field duration_ms", err)
+	}
+	if _, err := checker.Lock(ctx, sdk.LockRequest{Dimension: "ip", IP: sdk.String(mallory.IP), Duration: time.Hour}); !errors.As(err, &e) || e.Status != 403 {
+		t.Errorf("lock with a check key: %v, want 403", err)
+	}
+
 	// GET /v1/policy.
 	pol, err := admin.Policy(ctx)
 	if err != nil {
@@ -127,12 +147,14 @@ func TestEndToEnd(t *testing.T) {
 	if n != 10 {
 		t.Errorf("ndjson export holds %d events; want 10", n)
 	}
-	waitForEvents(auditor, sdk.AuditFilter{Kind: sdk.KindAdmin}, 1)
+	waitForEvents(auditor, sdk.AuditFilter{Kind: sdk.KindAdmin}, 2)
 	var csv strings.Builder
 	if err := auditor.ExportAudit(ctx, sdk.AuditFilter{Kind: sdk.KindAdmin}, sdk.FormatCSV, &csv); err != nil {
 		t.Fatal(err)
 	}
-	if lines := strings.Split(strings.TrimSpace(csv.String()), "\n"); len(lines) != 2 || !strings.Contains(lines[1], "e2e") {
+	// The unlock and the manual lock, newest first.
+	if lines := strings.Split(strings.TrimSpace(csv.String()), "\n"); len(lines) != 3 || !strings.Contains(lines[1], ",admin,lock,") ||
+		!strings.Contains(lines[2], ",admin,unlock,") || !strings.Contains(lines[2], "e2e") {
 		t.Errorf("csv export of admin events = %q", csv.String())
 	}
 
