@@ -49,7 +49,7 @@ type memShard struct {
 	trust map[string]int64 // key -> expiry, unix ms
 	// others are counters, buckets and distinct sets (memory_kinds.go).
 	others map[string]*memOther
-	_     [64]byte         // keeps hot mutexes on separate cache lines
+	_      [64]byte // keeps hot mutexes on separate cache lines
 }
 
 // errMemoryClosed is returned by every method called after Close.

@@ -14,8 +14,8 @@ type callGroup struct {
 	// others are the rules of other kinds (counter, bucket, distinct),
 	// which redis.lua decides in a section of their own.
 	others []int
-	locks []int
-	trust bool
+	locks  []int
+	trust  bool
 	// esc holds the failure rules decided here; foreign[i] the index keys
 	// of esc[i] that lie in other slots (written after a strike).
 	esc      []FailureRule
