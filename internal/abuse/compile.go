@@ -227,13 +227,13 @@ func (g *Guard) escalation(a *compiledAction, id *identity) limits.Escalation {
 		}
 		esc.Failures = append(esc.Failures, limits.FailureRule{
 			Distinct: value,
-			Key:     g.keys.key(r.kind, id, r.dim),
-			Limit:   r.Limit,
-			Window:  r.Window,
-			Keep:    r.keep,
-			LockKey: g.keys.key(a.ledger.lockKind[r.dim], id, r.dim),
-			Indexes: g.keys.lockIndexes(id, r.dim),
-			Info:    g.keys.lockInfo(a.ledger.name, r.dim, id),
+			Key:      g.keys.key(r.kind, id, r.dim),
+			Limit:    r.Limit,
+			Window:   r.Window,
+			Keep:     r.keep,
+			LockKey:  g.keys.key(a.ledger.lockKind[r.dim], id, r.dim),
+			Indexes:  g.keys.lockIndexes(id, r.dim),
+			Info:     g.keys.lockInfo(a.ledger.name, r.dim, id),
 		})
 	}
 	return esc
