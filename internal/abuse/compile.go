@@ -221,20 +221,16 @@ func (g *Guard) escalation(a *compiledAction, id *identity) limits.Escalation {
 		if !r.applies(id) {
 			continue
 		}
-		var value string
-		if r.hasDistinct {
-			value = g.keys.distinctValue(id, r.distinct)
-		}
 		esc.Failures = append(esc.Failures, limits.FailureRule{
-			Distinct: value,
-			Key:      g.keys.key(r.kind, id, r.dim),
-			Limit:    r.Limit,
-			Window:   r.Window,
-			Keep:     r.keep,
-			LockKey:  g.keys.key(a.ledger.lockKind[r.dim], id, r.dim),
-			Indexes:  g.keys.lockIndexes(id, r.dim),
-			Info:     g.keys.lockInfo(a.ledger.name, r.dim, id),
+			Key:     g.keys.key(r.kind, id, r.dim),
+			Limit:   r.Limit,
+			Window:  r.Window,
+			Keep:    r.keep,
+			LockKey: g.keys.key(a.ledger.lockKind[r.dim], id, r.dim),
+			Indexes: g.keys.lockIndexes(id, r.dim),
+			Info:    g.keys.lockInfo(a.ledger.name, r.dim, id),
 		})
+		esc.Failures[len(esc.Failures)-1].Distinct = g.distinctValue(r, id)
 	}
 	return esc
 }
