@@ -32,6 +32,7 @@ func confKindCases() []struct {
 		{"Distinct", false, confDistinct},
 		{"DistinctExact", true, confDistinctExact},
 		{"DistinctFailureStrikes", false, confDistinctFailure},
+		{"DistinctDenialFailures", false, confDistinctDenialFailures},
 		{"KindsAllOrNothing", false, confKindsAllOrNothing},
 		{"KindsDryRun", false, confKindsDryRun},
 		{"KindsConcurrentStrictness", false, confKindsConcurrent},
@@ -293,6 +294,28 @@ func confDistinctFailure(t *testing.T, c *conf) {
 		esc.Failures[0].Distinct = confValue(v)
 		if res := c.fail(t, c.store(i), esc); len(res.Struck) != 0 {
 			t.Errorf("after unlock, failure %d: got a strike, want none (the set was emptied)", i)
+		}
+	}
+}
+
+// confDistinctDenialFailures: with count_denials, each rate-limit denial
+// records the request's distinct value in a distinct failure set, and L
+// distinct values strike.
+func confDistinctDenialFailures(t *testing.T, c *conf) {
+	rule := Rule{Key: c.key("log", "spray-gate"), Limit: 1, Window: confWindow}
+	esc := c.escalation("spray-denials", 2, []time.Duration{time.Minute}, time.Hour)
+	lock := []LockRef{{Key: esc.Failures[0].LockKey}}
+	if res := c.check(t, c.a, CheckRequest{Rules: []Rule{rule}}); !res.Allowed {
+		t.Fatal("first check denied")
+	}
+	for i, v := range []string{"u1", "u1", "u2"} {
+		esc.Failures[0].Distinct = confValue(v)
+		res := c.check(t, c.store(i), CheckRequest{Rules: []Rule{rule}, Locks: lock, DenialFailures: &esc})
+		if res.Allowed || res.Locked != nil {
+			t.Fatalf("denial %d: got %+v, want a rate-limit denial", i, res)
+		}
+		if got, want := len(res.Struck), map[bool]int{true: 1, false: 0}[i == 2]; got != want {
+			t.Errorf("denial %d (%s): got %d strikes, want %d", i, v, got, want)
 		}
 	}
 }
