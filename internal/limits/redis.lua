@@ -235,189 +235,198 @@ local function strike(i, f)
   struck[#struck + 1] = untilMs
 end
 
--- failLog records one failure in failure log f; a log that fills strikes.
-local function failLog(i, f)
-  local s = readLog(f.key)
-  local n = #s / W
-  local c = n - first(s, n, now - f.window) + 1
-  if c + 1 >= f.limit then
-    logs[f.key] = ''
-    redis.call('DEL', f.key)
-    strike(i, f)
-  else
-    append(f.key, s, 1, f.keep)
+-- Rules of other kinds (kinds.go): counters ('c'), buckets ('b') and
+-- distinct sets ('d', also as failure rules). others holds a check's other
+-- rules. Their functions are defined on first use by kinds(): a decision
+-- of logs only then pays for one closure instead of a dozen (defining a
+-- function costs every call, see docs/performance.md).
+local others = {}
+local K = nil
+local function kinds()
+  if K then return K end
+  K = {}
+  -- Distinct sets (kinds.go): STRINGs of DW-byte records, a 6-byte stamp
+  -- and an 8-byte value, ascending by stamp.
+  local DW = 14
+  local function dstamp(s, i) return (struct.unpack('>I6', s, (i - 1) * DW + 1)) end
+  local function dfirst(s, n, edge)
+    local lo, hi = 1, n + 1
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)
+      if dstamp(s, mid) > edge then hi = mid else lo = mid + 1 end
+    end
+    return lo
   end
-end
+  -- dfind returns the index of the record holding value m among records
+  -- from.., or 0: a plain find, kept only where it is a record's value.
+  local function dfind(s, from, m)
+    local p = (from - 1) * DW + 1
+    while true do
+      local j = string.find(s, m, p, true)
+      if not j then return 0 end
+      if (j - 1) % DW == 6 then return (j - 7) / DW + 1 end
+      p = j + 1
+    end
+  end
+  local function readSet(k)
+    local s = read(k) or ''
+    if #s % DW ~= 0 then error('guard: ' .. k .. ' is no set of 14-byte records') end
+    return s
+  end
+  -- setSee writes set s (key k) trimmed to (now-keep, now] with value m
+  -- seen now (moved to the end, so stamps stay ascending even when TIME
+  -- steps back); it returns the stamp.
+  local function setSee(k, s, m, keep)
+    local n = #s / DW
+    local from = dfirst(s, n, now - keep)
+    local at = now
+    if n > 0 then at = math.max(now, dstamp(s, n)) end
+    local idx = dfind(s, from, m)
+    local out
+    if idx > 0 then
+      out = string.sub(s, (from - 1) * DW + 1, (idx - 1) * DW) .. string.sub(s, idx * DW + 1)
+    else
+      out = string.sub(s, (from - 1) * DW + 1)
+    end
+    out = out .. struct.pack('>I6', at) .. m
+    raw[k] = out
+    redis.call('SET', k, out, 'PX', keep)
+    return at
+  end
 
--- Distinct sets (kinds.go): STRINGs of DW-byte records, a 6-byte stamp
--- and an 8-byte value, ascending by stamp.
-local DW = 14
-local function dstamp(s, i) return (struct.unpack('>I6', s, (i - 1) * DW + 1)) end
-local function dfirst(s, n, edge)
-  local lo, hi = 1, n + 1
-  while lo < hi do
-    local mid = math.floor((lo + hi) / 2)
-    if dstamp(s, mid) > edge then hi = mid else lo = mid + 1 end
+  -- K.failDistinct records one failure in distinct failure set f: its value
+  -- is added or refreshed, and the set reaching the limit strikes.
+  function K.failDistinct(i, f)
+    local s = readSet(f.key)
+    local n = #s / DW
+    local from = dfirst(s, n, now - f.window)
+    local c = n - from + 1
+    if dfind(s, from, f.member) == 0 then c = c + 1 end
+    if c >= f.limit then
+      raw[f.key] = false
+      redis.call('DEL', f.key)
+      strike(i, f)
+    else
+      setSee(f.key, s, f.member, f.keep)
+    end
   end
-  return lo
-end
--- dfind returns the index of the record holding value m among records
--- from.., or 0: a plain find, kept only where it is a record's value.
-local function dfind(s, from, m)
-  local p = (from - 1) * DW + 1
-  while true do
-    local j = string.find(s, m, p, true)
-    if not j then return 0 end
-    if (j - 1) % DW == 6 then return (j - 7) / DW + 1 end
-    p = j + 1
-  end
-end
-local function readSet(k)
-  local s = read(k) or ''
-  if #s % DW ~= 0 then error('guard: ' .. k .. ' is no set of 14-byte records') end
-  return s
-end
--- setSee writes set s (key k) trimmed to (now-keep, now] with value m
--- seen now (moved to the end, so stamps stay ascending even when TIME
--- steps back); it returns the stamp.
-local function setSee(k, s, m, keep)
-  local n = #s / DW
-  local from = dfirst(s, n, now - keep)
-  local at = now
-  if n > 0 then at = math.max(now, dstamp(s, n)) end
-  local idx = dfind(s, from, m)
-  local out
-  if idx > 0 then
-    out = string.sub(s, (from - 1) * DW + 1, (idx - 1) * DW) .. string.sub(s, idx * DW + 1)
-  else
-    out = string.sub(s, (from - 1) * DW + 1)
-  end
-  out = out .. struct.pack('>I6', at) .. m
-  raw[k] = out
-  redis.call('SET', k, out, 'PX', keep)
-  return at
-end
 
--- failDistinct records one failure in distinct failure set f: its value
--- is added or refreshed, and the set reaching the limit strikes.
-local function failDistinct(i, f)
-  local s = readSet(f.key)
-  local n = #s / DW
-  local from = dfirst(s, n, now - f.window)
-  local c = n - from + 1
-  if dfind(s, from, f.member) == 0 then c = c + 1 end
-  if c >= f.limit then
-    raw[f.key] = false
-    redis.call('DEL', f.key)
-    strike(i, f)
-  else
-    setSee(f.key, s, f.member, f.keep)
+  function K.read(n)
+    for i = 1, n do
+      local o = {key = key(), kind = '', limit = 0, window = 0, keep = 0, shadow = false, member = '',
+        fits = false, a = 0, b = 0, c = 0, d = 0, at = 0, s = false}
+      o.kind = arg()
+      o.limit, o.window, o.keep = num(), num(), num()
+      o.shadow = arg() == '1'
+      o.member = arg()
+      others[i] = o
+    end
   end
+
+  local function bucketLevel(tok, last, limit, w)
+    local el = now - last
+    if last == 0 or el >= w then return limit end
+    if el <= 0 then return tok end
+    return math.min(limit, tok + (el * limit) / w)
+  end
+
+  -- K.eval decides every other rule without writing; it reports false
+  -- when an enforced one denies. The estimates repeat kinds.go's operations
+  -- in the same order, so both compute the same doubles.
+  function K.eval(cost)
+    local ok = true
+    for _, o in ipairs(others) do
+      local v = read(o.key)
+      if o.kind == 'c' then
+        local w = o.window
+        local k = now - math.fmod(now, w)
+        local start, cur, prev = k, 0, 0
+        if v then start, cur, prev = struct.unpack('>I6I4I4', v) end
+        if k > start then
+          if k == start + w then prev = cur else prev = 0 end
+          cur, start = 0, k
+        end
+        local e = math.max(now - start, 0)
+        local est = cur + prev * (w - e) / w
+        o.fits = est + cost <= o.limit
+        o.a, o.b, o.c = start, cur, prev
+      elseif o.kind == 'b' then
+        local tok, last = o.limit, 0
+        if v then tok, last = struct.unpack('>dI6', v) end
+        o.s = bucketLevel(tok, last, o.limit, o.window)
+        o.fits = o.s >= cost
+        o.a, o.d = last, string.format('%.17g', tok)
+      else
+        local s = readSet(o.key)
+        local n = #s / DW
+        local from = dfirst(s, n, now - o.window)
+        local c = n - from + 1
+        local idx = dfind(s, from, o.member)
+        local oldest, other = 0, 0
+        if c > 0 then oldest = dstamp(s, from) end
+        other = oldest
+        if idx == from then
+          other = 0
+          if c > 1 then other = dstamp(s, from + 1) end
+        end
+        o.fits = idx > 0 or c < o.limit
+        o.a, o.c, o.d, o.s = c, oldest, other, s
+        if idx > 0 then o.b = 1 end
+      end
+      if not o.fits and not o.shadow then ok = false end
+    end
+    return ok
+  end
+
+  -- K.record counts the allowed attempt in every other rule it fits.
+  function K.record(cost)
+    for _, o in ipairs(others) do
+      if o.fits then
+        if o.kind == 'c' then
+          redis.call('SET', o.key, struct.pack('>I6I4I4', o.a, o.b + cost, o.c), 'PX', 2 * o.keep)
+          o.at = o.a
+        elseif o.kind == 'b' then
+          redis.call('SET', o.key, struct.pack('>dI6', o.s - cost, now), 'PX', o.keep)
+          o.at = 1
+        else
+          local at = setSee(o.key, o.s, o.member, o.keep)
+          if o.b == 0 then o.at = at end
+        end
+      end
+    end
+  end
+
+  function K.reply(out)
+    out[#out + 1] = #others
+    for _, o in ipairs(others) do
+      out[#out + 1] = o.a
+      out[#out + 1] = o.b
+      out[#out + 1] = o.c
+      out[#out + 1] = o.d
+      out[#out + 1] = o.at
+    end
+  end
+  K.dfind, K.dstamp, K.DW = dfind, dstamp, DW
+  return K
 end
 
 -- fail records one failure in every failure log; a log that fills strikes.
 local function fail()
   for i, f in ipairs(esc.fails) do
-    if f.member ~= '' then failDistinct(i, f) else failLog(i, f) end
-  end
-end
-
--- Other attempt rules: counters ('c'), buckets ('b'), distinct sets ('d').
-local others = {}
-local function readOthers()
-  local n = num()
-  for i = 1, n do
-    local o = {key = key(), kind = '', limit = 0, window = 0, keep = 0, shadow = false, member = '',
-      fits = false, a = 0, b = 0, c = 0, d = 0, at = 0, s = false}
-    o.kind = arg()
-    o.limit, o.window, o.keep = num(), num(), num()
-    o.shadow = arg() == '1'
-    o.member = arg()
-    others[i] = o
-  end
-end
-
-local function bucketLevel(tok, last, limit, w)
-  local el = now - last
-  if last == 0 or el >= w then return limit end
-  if el <= 0 then return tok end
-  return math.min(limit, tok + (el * limit) / w)
-end
-
--- evalOthers decides every other rule without writing; it reports false
--- when an enforced one denies. The estimates repeat kinds.go's operations
--- in the same order, so both compute the same doubles.
-local function evalOthers(cost)
-  local ok = true
-  for _, o in ipairs(others) do
-    local v = read(o.key)
-    if o.kind == 'c' then
-      local w = o.window
-      local k = now - math.fmod(now, w)
-      local start, cur, prev = k, 0, 0
-      if v then start, cur, prev = struct.unpack('>I6I4I4', v) end
-      if k > start then
-        if k == start + w then prev = cur else prev = 0 end
-        cur, start = 0, k
-      end
-      local e = math.max(now - start, 0)
-      local est = cur + prev * (w - e) / w
-      o.fits = est + cost <= o.limit
-      o.a, o.b, o.c = start, cur, prev
-    elseif o.kind == 'b' then
-      local tok, last = o.limit, 0
-      if v then tok, last = struct.unpack('>dI6', v) end
-      o.s = bucketLevel(tok, last, o.limit, o.window)
-      o.fits = o.s >= cost
-      o.a, o.d = last, string.format('%.17g', tok)
+    if f.member ~= '' then
+      kinds().failDistinct(i, f)
     else
-      local s = readSet(o.key)
-      local n = #s / DW
-      local from = dfirst(s, n, now - o.window)
-      local c = n - from + 1
-      local idx = dfind(s, from, o.member)
-      local oldest, other = 0, 0
-      if c > 0 then oldest = dstamp(s, from) end
-      other = oldest
-      if idx == from then
-        other = 0
-        if c > 1 then other = dstamp(s, from + 1) end
-      end
-      o.fits = idx > 0 or c < o.limit
-      o.a, o.c, o.d, o.s = c, oldest, other, s
-      if idx > 0 then o.b = 1 end
-    end
-    if not o.fits and not o.shadow then ok = false end
-  end
-  return ok
-end
-
--- recordOthers counts the allowed attempt in every other rule it fits.
-local function recordOthers(cost)
-  for _, o in ipairs(others) do
-    if o.fits then
-      if o.kind == 'c' then
-        redis.call('SET', o.key, struct.pack('>I6I4I4', o.a, o.b + cost, o.c), 'PX', 2 * o.keep)
-        o.at = o.a
-      elseif o.kind == 'b' then
-        redis.call('SET', o.key, struct.pack('>dI6', o.s - cost, now), 'PX', o.keep)
-        o.at = 1
+      local s = readLog(f.key)
+      local n = #s / W
+      local c = n - first(s, n, now - f.window) + 1
+      if c + 1 >= f.limit then
+        logs[f.key] = ''
+        redis.call('DEL', f.key)
+        strike(i, f)
       else
-        local at = setSee(o.key, o.s, o.member, o.keep)
-        if o.b == 0 then o.at = at end
+        append(f.key, s, 1, f.keep)
       end
     end
-  end
-end
-
-local function replyOthers(out)
-  out[#out + 1] = #others
-  for _, o in ipairs(others) do
-    out[#out + 1] = o.a
-    out[#out + 1] = o.b
-    out[#out + 1] = o.c
-    out[#out + 1] = o.d
-    out[#out + 1] = o.at
   end
 end
 
@@ -450,7 +459,8 @@ if op == 'check' then
     r.limit, r.window, r.keep, r.shadow = num(), num(), num(), arg() == '1'
   end
   readSpares()
-  readOthers()
+  local nO = num()
+  if nO > 0 then kinds().read(nO) end
 
   local pre = {}
   for i = 1, nR do pre[i] = rules[i].key end
@@ -480,7 +490,7 @@ if op == 'check' then
     out[#out + 1] = oldest
     out[#out + 1] = kth
   end
-  if not evalOthers(cost) then allowed = false end
+  if nO > 0 and not kinds().eval(cost) then allowed = false end
   if allowed and not dry then
     local done = {}
     for i = 1, nR do
@@ -492,9 +502,9 @@ if op == 'check' then
       end
     end
   end
-  if allowed and not dry then recordOthers(cost) end
+  if allowed and not dry and nO > 0 then kinds().record(cost) end
   for i = 1, nR do out[#out + 1] = rules[i].at or 0 end
-  replyOthers(out)
+  if nO > 0 then kinds().reply(out) else out[#out + 1] = 0 end
   out[2] = allowed and 1 or 0
   if li == 0 and not allowed and not dry and denyFail then fail() end
   return finish(out, li, lr)
@@ -600,9 +610,10 @@ if op == 'undo' then
     local tok, last = struct.unpack('>dI6', v)
     redis.call('SET', k, struct.pack('>dI6', math.min(limit, tok + cost), last), 'KEEPTTL')
   else
-    local idx = dfind(v, 1, m)
-    if idx > 0 and dstamp(v, idx) == at then
-      v = string.sub(v, 1, (idx - 1) * DW) .. string.sub(v, idx * DW + 1)
+    local kd = kinds()
+    local idx = kd.dfind(v, 1, m)
+    if idx > 0 and kd.dstamp(v, idx) == at then
+      v = string.sub(v, 1, (idx - 1) * kd.DW) .. string.sub(v, idx * kd.DW + 1)
       if #v == 0 then redis.call('DEL', k) else redis.call('SET', k, v, 'KEEPTTL') end
     end
   end
