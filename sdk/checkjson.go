@@ -98,6 +98,12 @@ func intern(b []byte) string {
 		return "user+ip"
 	case "user+device":
 		return "user+device"
+	case "log":
+		return "log"
+	case "counter":
+		return "counter"
+	case "bucket":
+		return "bucket"
 	}
 	return string(b)
 }
@@ -170,6 +176,8 @@ func (p *checkParser) limits(dst *[]Limit) bool {
 			p.lit(`,"window_ms":`) && p.int64(&l.WindowMs) &&
 			p.lit(`,"remaining":`) && p.int(&l.Remaining) &&
 			p.lit(`,"reset_ms":`) && p.int64(&l.ResetMs) &&
+			p.lit(`,"algorithm":`) && p.str(&l.Algorithm) &&
+			(!p.lit(`,"distinct":`) || p.str(&l.Distinct) && l.Distinct != "") &&
 			p.lit("}")) {
 			return false
 		}

@@ -23,6 +23,11 @@ func canonicalAnswers(t testing.TB) [][]byte {
 			{Rule: "login/ip", Dimension: "ip", Limit: 20, WindowMs: 60000, Remaining: 19, ResetMs: 59999},
 			{Rule: "login/user", Dimension: "user+ip", Limit: 1000000, WindowMs: 900000, Remaining: 0, ResetMs: 0},
 		}},
+		{Decision: DecisionAllow, Reason: ReasonOK, DecisionID: "01L", Limits: []Limit{
+			{Rule: "login/ip/distinct-user", Dimension: "ip", Limit: 20, WindowMs: 3600000, Remaining: 19, ResetMs: 3600000, Algorithm: "log", Distinct: "user"},
+			{Rule: "otp/country", Dimension: "ip", Limit: 1000, WindowMs: 3600000, Remaining: 0, ResetMs: 7, Algorithm: "counter"},
+			{Rule: "b", Dimension: "device", Limit: 3, WindowMs: 1, Remaining: 2, ResetMs: 1, Algorithm: "bucket"},
+		}},
 		{Decision: DecisionDeny, Reason: ReasonRateLimited, RetryAfterMs: 1234, DecisionID: "01K", Degraded: true,
 			Limits: []Limit{{Rule: "r", Dimension: "device", Limit: -1, WindowMs: -9223372036854775808, Remaining: -5, ResetMs: 9223372036854775807}}},
 		{Decision: DecisionDeny, Reason: ReasonStoreUnavailable, RetryAfterMs: 1000, Degraded: true},

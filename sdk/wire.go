@@ -118,8 +118,17 @@ type Limit struct {
 	WindowMs  int64 `json:"window_ms"`
 	Remaining int   `json:"remaining"`
 	// ResetMs is the time until the window's oldest entry leaves it, in
-	// milliseconds (rounded up); 0 when the window is empty.
+	// milliseconds (rounded up); 0 when the window is empty. For a
+	// counter: until its counts weigh nothing; for a bucket: until it is
+	// full again.
 	ResetMs int64 `json:"reset_ms"`
+	// Algorithm is the rule's algorithm: "log", "counter" or "bucket"
+	// (contract v1.1; "log" for distinct rules).
+	Algorithm string `json:"algorithm"`
+	// Distinct is the field a distinct-count rule counts ("user" or
+	// "device"; Remaining then counts distinct values left), "" for
+	// other rules.
+	Distinct string `json:"distinct,omitempty"`
 }
 
 // Lockout is a lockout that decided an answer.
@@ -225,6 +234,10 @@ type PolicyRule struct {
 	Limit     int    `json:"limit"`
 	WindowMs  int64  `json:"window_ms"`
 	Shadow    bool   `json:"shadow"`
+	// Distinct is "user" or "device" for a distinct-count rule, else "".
+	Distinct string `json:"distinct,omitempty"`
+	// Algorithm is "log", "counter" or "bucket".
+	Algorithm string `json:"algorithm"`
 }
 
 // PolicyLockout is an action's escalation ladder.

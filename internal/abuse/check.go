@@ -62,12 +62,13 @@ func (g *Guard) Check(ctx context.Context, in CheckInput) (Decision, error) {
 	rules := evaluated[:0]
 	for i := range a.limits {
 		r := &a.limits[i]
-		if !id.has(r.dim) {
+		if !r.applies(&id) {
 			continue
 		}
 		rules = append(rules, r)
 		req.Rules = append(req.Rules, limits.Rule{
 			Key: g.keys.key(r.kind, &id, r.dim), Limit: r.Limit, Window: r.Window, Keep: r.keep, Shadow: r.Shadow || a.shadow,
+			Algorithm: r.alg, Distinct: g.distinctValue(r, &id),
 		})
 	}
 	req.Locks = g.lockRefs(a.ledger, &id)
@@ -107,6 +108,7 @@ func (g *Guard) Check(ctx context.Context, in CheckInput) (Decision, error) {
 		d.Limits = append(d.Limits, LimitState{
 			Rule: r.Name, Dimension: r.Dimension, Limit: r.Limit, Window: r.Window,
 			Remaining: rr.Remaining, Reset: rr.Reset, Shadow: r.Shadow || a.shadow,
+			Algorithm: r.Algorithm, Distinct: r.Distinct,
 		})
 	}
 	var lockUntil *time.Time

@@ -31,8 +31,26 @@ type compiledAction struct {
 type compiledRule struct {
 	Rule
 	dim  dimIndex
-	kind string        // "l:<name>" or "f:<name>" (see keyer.key)
+	kind string        // "l:<name>" or "f:<name>" (see keyer.key, ruleKind)
 	keep time.Duration // the longest window any rule uses kind with
+	// alg is the store's algorithm; distinct, when hasDistinct, the
+	// field a distinct rule counts (rulekinds.go).
+	alg         limits.Algorithm
+	distinct    dimIndex
+	hasDistinct bool
+}
+
+// compileRule completes a validated rule for the store.
+func compileRule(r Rule, failure bool, keep map[string]time.Duration) compiledRule {
+	d, _ := parseDim(r.Dimension)
+	kind := ruleKind(&r, failure)
+	return compiledRule{Rule: r, dim: d, kind: kind, keep: keep[kind], alg: limitsAlgorithm(r.Algorithm),
+		distinct: distinctDim(r.Distinct), hasDistinct: r.Distinct != ""}
+}
+
+// applies reports whether the request names every field the rule needs.
+func (r *compiledRule) applies(id *identity) bool {
+	return id.has(r.dim) && (!r.hasDistinct || id.has(r.distinct))
 }
 
 // compiledLedger is the lockout state shared by actions.
@@ -74,10 +92,10 @@ func (g *Guard) compile() {
 	for _, name := range names {
 		a := g.policy.Actions[name]
 		for _, r := range a.Limits {
-			keep[logKind(r.Name)] = max(keep[logKind(r.Name)], r.Window)
+			keep[ruleKind(&r, false)] = max(keep[ruleKind(&r, false)], r.Window)
 		}
 		for _, r := range a.Failures {
-			keep[failKind(r.Name)] = max(keep[failKind(r.Name)], r.Window)
+			keep[ruleKind(&r, true)] = max(keep[ruleKind(&r, true)], r.Window)
 		}
 	}
 	for _, name := range names {
@@ -111,15 +129,15 @@ func (g *Guard) compile() {
 			ca.onFailure = limits.FailLocal
 		}
 		for _, r := range a.Limits {
-			d, _ := parseDim(r.Dimension)
-			ca.limits = append(ca.limits, compiledRule{Rule: r, dim: d, kind: logKind(r.Name), keep: keep[logKind(r.Name)]})
-			if ca.minLimit == 0 || r.Limit < ca.minLimit {
+			ca.limits = append(ca.limits, compileRule(r, false, keep))
+			// Cost does not apply to distinct rules, so it is not
+			// bounded by them.
+			if r.Distinct == "" && (ca.minLimit == 0 || r.Limit < ca.minLimit) {
 				ca.minLimit = r.Limit
 			}
 		}
 		for _, r := range a.Failures {
-			d, _ := parseDim(r.Dimension)
-			cr := compiledRule{Rule: r, dim: d, kind: failKind(r.Name), keep: keep[failKind(r.Name)]}
+			cr := compileRule(r, true, keep)
 			ca.failures = append(ca.failures, cr)
 			led.failures = append(led.failures, cr)
 		}
@@ -198,8 +216,9 @@ func (g *Guard) lockRefs(led *compiledLedger, id *identity) []limits.LockRef {
 // the failure rules whose dimension is present.
 func (g *Guard) escalation(a *compiledAction, id *identity) limits.Escalation {
 	esc := limits.Escalation{Ladder: a.ladder, Decay: a.decay}
-	for _, r := range a.failures {
-		if !id.has(r.dim) {
+	for i := range a.failures {
+		r := &a.failures[i]
+		if !r.applies(id) {
 			continue
 		}
 		esc.Failures = append(esc.Failures, limits.FailureRule{
@@ -211,6 +230,7 @@ func (g *Guard) escalation(a *compiledAction, id *identity) limits.Escalation {
 			Indexes: g.keys.lockIndexes(id, r.dim),
 			Info:    g.keys.lockInfo(a.ledger.name, r.dim, id),
 		})
+		esc.Failures[len(esc.Failures)-1].Distinct = g.distinctValue(r, id)
 	}
 	return esc
 }

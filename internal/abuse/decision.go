@@ -90,6 +90,10 @@ type LimitState struct {
 	// Reset is when the window's oldest entry leaves it.
 	Reset  time.Duration
 	Shadow bool
+	// Algorithm is the rule's algorithm (AlgLog for distinct rules too);
+	// Distinct the field a distinct rule counts, else "".
+	Algorithm string
+	Distinct  string
 }
 
 // LockoutInfo describes one lockout.

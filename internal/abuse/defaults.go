@@ -36,6 +36,14 @@ const DefaultDecay = 72 * time.Hour
 //     logins from one IP. login strikes at 10 failures of one user+ip in 15
 //     minutes, which locks that user from that address only, so an attacker
 //     elsewhere cannot lock the victim out.
+//   - OWASP Credential Stuffing Prevention Cheat Sheet and Auth0 Suspicious
+//     IP Throttling: password spraying tries a few passwords against many
+//     accounts from one address, which per-account limits never see; the
+//     defence is to throttle an IP that fails for too many different
+//     accounts. login strikes the IP when it fails for 20 distinct users
+//     in an hour (a distinct-count failure rule), far above what one
+//     household or office behind a NAT fails for, and it climbs the same
+//     ladder.
 //
 // login and otp_verify share the ledger "auth", so failed OTP checks and
 // failed passwords of one user climb one ladder. Each call returns a fresh
@@ -52,6 +60,7 @@ func DefaultPolicy() Policy {
 				Failures: []Rule{
 					{Dimension: DimUserIP, Limit: 10, Window: 15 * time.Minute},
 					{Dimension: DimUser, Limit: 50, Window: 24 * time.Hour},
+					{Dimension: DimIP, Distinct: DimUser, Limit: 20, Window: time.Hour},
 				},
 				Lockout: Lockout{Ladder: ladder(), Decay: DefaultDecay, Ledger: "auth"},
 			},

@@ -51,10 +51,20 @@ type Action struct {
 	Shadow bool `yaml:"shadow"`
 }
 
-// Rule is one sliding-window-log rule.
+// Algorithms of attempt rules (contract v1.1, "Rule algorithms").
+const (
+	AlgLog     = "log"
+	AlgCounter = "counter"
+	AlgBucket  = "bucket"
+)
+
+// Rule is one rule: a sliding-window log by default, else the Algorithm
+// it names, or a distinct-count rule (Distinct).
 type Rule struct {
 	// Name defaults to "action/dimension" for limits and
-	// "action/dimension/failures" for failure rules.
+	// "action/dimension/failures" for failure rules; a distinct rule's
+	// defaults are "action/dimension/distinct-<field>" and that plus
+	// "/failures".
 	Name string `yaml:"name"`
 	// Dimension is one of Dimensions.
 	Dimension string `yaml:"dimension" required:"true"`
@@ -64,6 +74,13 @@ type Rule struct {
 	Window time.Duration `yaml:"window" required:"true"`
 	// Shadow evaluates the rule without enforcing it.
 	Shadow bool `yaml:"shadow"`
+	// Distinct, DimUser or DimDevice, makes the rule count the distinct
+	// values of that field per key (e.g. the users one IP tried) instead
+	// of attempts: password spraying. It must not be part of Dimension.
+	Distinct string `yaml:"distinct"`
+	// Algorithm is AlgLog (the default), AlgCounter or AlgBucket, for
+	// attempt rules; failure and distinct rules are always logs.
+	Algorithm string `yaml:"algorithm"`
 }
 
 // Lockout is an action's escalation policy. Its zero value (a nil Ladder

@@ -198,7 +198,7 @@ func validateRules(ps *problems, action string, nameOK bool, section, suffix str
 	}
 	perDim := map[string]int{}
 	for _, r := range rules {
-		perDim[r.Dimension]++
+		perDim[r.Dimension+distinctSuffix(&r)]++
 	}
 	type at struct {
 		section string
@@ -215,21 +215,24 @@ func validateRules(ps *problems, action string, nameOK bool, section, suffix str
 			fail(i, "dimension", "unknown dimension %q (known: %s)", r.Dimension, strings.Join(Dimensions, ", "))
 			ok = false
 		}
-		if r.Limit < 1 || r.Limit > MaxRuleLimit {
-			fail(i, "limit", "limit must be between 1 and %d, not %d", MaxRuleLimit, r.Limit)
+		if maxLimit := ruleMaxLimit(r); r.Limit < 1 || r.Limit > maxLimit {
+			fail(i, "limit", "limit must be between 1 and %d, not %d", maxLimit, r.Limit)
 		}
 		if msg := checkDuration(r.Window); msg != "" {
 			fail(i, "window", "window %s", msg)
+		}
+		for _, p := range validateKind(r, section == "failures") {
+			fail(i, p.field, "%s", p.msg)
 		}
 		if r.Name == "" {
 			if !ok {
 				continue
 			}
-			if perDim[r.Dimension] > 1 {
-				fail(i, "name", "%d rules on dimension %q: each needs its own name", perDim[r.Dimension], r.Dimension)
+			if n := perDim[r.Dimension+distinctSuffix(r)]; n > 1 {
+				fail(i, "name", "%d rules on dimension %q: each needs its own name", n, r.Dimension)
 				continue
 			}
-			r.Name = action + "/" + r.Dimension + suffix
+			r.Name = action + "/" + r.Dimension + distinctSuffix(r) + suffix
 			if !nameOK {
 				continue
 			}

@@ -97,6 +97,8 @@ func checkResponse(d abuse.Decision) sdk.CheckResponse {
 			WindowMs:  ceilMillis(l.Window),
 			Remaining: max(l.Remaining, 0),
 			ResetMs:   ceilMillis(l.Reset),
+			Algorithm: wireAlgorithm(l.Algorithm),
+			Distinct:  l.Distinct,
 		})
 	}
 	if d.Lockout != nil {

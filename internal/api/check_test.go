@@ -37,7 +37,7 @@ func TestCheckResponseBody(t *testing.T) {
 					{Rule: "login/ip", Dimension: "ip", Limit: 60, Window: time.Minute, Remaining: 0, Reset: 41249*time.Millisecond + 300*time.Microsecond},
 				}},
 			want: `{"decision":"deny","reason":"rate_limited","retry_after_ms":41250,"decision_id":"01JD","degraded":false,
-				"limits":[{"rule":"login/ip","dimension":"ip","limit":60,"window_ms":60000,"remaining":0,"reset_ms":41250}],
+				"limits":[{"rule":"login/ip","dimension":"ip","limit":60,"window_ms":60000,"remaining":0,"reset_ms":41250,"algorithm":"log"}],
 				"lockout":null}`,
 		},
 		{

@@ -83,6 +83,12 @@ func appendCheckResponse(dst []byte, r *sdk.CheckResponse) []byte {
 			dst = strconv.AppendInt(dst, int64(l.Remaining), 10)
 			dst = append(dst, `,"reset_ms":`...)
 			dst = strconv.AppendInt(dst, l.ResetMs, 10)
+			dst = append(dst, `,"algorithm":`...)
+			dst = appendJSONString(dst, l.Algorithm)
+			if l.Distinct != "" {
+				dst = append(dst, `,"distinct":`...)
+				dst = appendJSONString(dst, l.Distinct)
+			}
 			dst = append(dst, '}')
 		}
 		dst = append(dst, ']')

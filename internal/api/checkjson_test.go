@@ -32,6 +32,11 @@ func TestAppendCheckResponseMatchesEncodingJSON(t *testing.T) {
 				{Rule: "login/ip", Dimension: "ip", Limit: 20, WindowMs: 60000, Remaining: 19, ResetMs: 59999},
 				{Rule: "login/user", Dimension: "user", Limit: 1000000, WindowMs: 900000, Remaining: 0, ResetMs: 0},
 			}}},
+		{"rule kinds", sdk.CheckResponse{Decision: "deny", Reason: "rate_limited", DecisionID: "01JD",
+			Limits: []sdk.Limit{
+				{Rule: "login/ip/distinct-user", Dimension: "ip", Limit: 20, WindowMs: 3600000, Remaining: 0, ResetMs: 5, Algorithm: "log", Distinct: "user"},
+				{Rule: "c", Dimension: "user", Limit: 1000, WindowMs: 1, Remaining: 3, ResetMs: 2, Algorithm: "counter"},
+			}}},
 		{"denied locked out", sdk.CheckResponse{Decision: "deny", Reason: "locked_out", RetryAfterMs: 899001, DecisionID: "01J",
 			Degraded: true, Limits: []sdk.Limit{{Rule: "r", Dimension: "user", Limit: -1, WindowMs: -5, Remaining: -3, ResetMs: 1 << 62}},
 			Lockout: &sdk.Lockout{Dimension: "user", Until: until, Level: 3}}},

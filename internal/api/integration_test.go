@@ -132,6 +132,8 @@ type checkAnswer struct {
 		WindowMs  int64  `json:"window_ms"`
 		Remaining int    `json:"remaining"`
 		ResetMs   int64  `json:"reset_ms"`
+		Algorithm string `json:"algorithm"`
+		Distinct  string `json:"distinct"`
 	} `json:"limits"`
 	Lockout *struct {
 		Dimension string `json:"dimension"`

@@ -181,8 +181,8 @@ func TestPolicy(t *testing.T) {
 	h := newTestHandler(t, testConfig(), Deps{Guard: &fakeGuard{policy: p}})
 	w := call(h, "GET", "/v1/policy", keyAdmin, "")
 	want := `{"actions":{"login":{
-		"limits":[{"name":"login/ip","dimension":"ip","limit":60,"window_ms":60000,"shadow":false}],
-		"failures":[{"name":"login/user+ip/failures","dimension":"user+ip","limit":10,"window_ms":900000,"shadow":true}],
+		"limits":[{"name":"login/ip","dimension":"ip","limit":60,"window_ms":60000,"shadow":false,"algorithm":"log"}],
+		"failures":[{"name":"login/user+ip/failures","dimension":"user+ip","limit":10,"window_ms":900000,"shadow":true,"algorithm":"log"}],
 		"lockout":{"ladder_ms":[60000,300000],"decay_ms":86400000,"ledger":"auth","count_denials":true},
 		"on_store_failure":"local","shadow":false}},
 		"lists":{"allow":{"cidrs":["10.0.0.0/8"],"users":[],"devices":[]},"deny":{"cidrs":[],"users":["mallory"],"devices":[]}}}`

@@ -46,9 +46,20 @@ func wireRules(rules []abuse.Rule) []sdk.PolicyRule {
 			Limit:     r.Limit,
 			WindowMs:  ceilMillis(r.Window),
 			Shadow:    r.Shadow,
+			Distinct:  r.Distinct,
+			Algorithm: wireAlgorithm(r.Algorithm),
 		})
 	}
 	return out
+}
+
+// wireAlgorithm names a rule's algorithm on the wire: a policy that was
+// not validated (tests' hand-made ones) leaves it empty, which is a log.
+func wireAlgorithm(a string) string {
+	if a == "" {
+		return abuse.AlgLog
+	}
+	return a
 }
 
 func millisList(ds []time.Duration) []int64 {

@@ -71,15 +71,15 @@ func TestParseConfigAPIExample(t *testing.T) {
 	}
 	login := cfg.Guard.Policy.Actions["login"]
 	wantLimits := []abuse.Rule{
-		{Name: "login/ip", Dimension: "ip", Limit: 60, Window: time.Minute},
-		{Name: "login/user", Dimension: "user", Limit: 30, Window: 15 * time.Minute},
+		{Name: "login/ip", Dimension: "ip", Limit: 60, Window: time.Minute, Algorithm: abuse.AlgLog},
+		{Name: "login/user", Dimension: "user", Limit: 30, Window: 15 * time.Minute, Algorithm: abuse.AlgLog},
 	}
 	if got := login.Limits; !rulesEqual(got, wantLimits) {
 		t.Errorf("login.Limits = %+v, want %+v", got, wantLimits)
 	}
 	wantFailures := []abuse.Rule{
-		{Name: "login/user+ip/failures", Dimension: "user+ip", Limit: 10, Window: 15 * time.Minute},
-		{Name: "login/user/failures", Dimension: "user", Limit: 50, Window: 24 * time.Hour},
+		{Name: "login/user+ip/failures", Dimension: "user+ip", Limit: 10, Window: 15 * time.Minute, Algorithm: abuse.AlgLog},
+		{Name: "login/user/failures", Dimension: "user", Limit: 50, Window: 24 * time.Hour, Algorithm: abuse.AlgLog},
 	}
 	if got := login.Failures; !rulesEqual(got, wantFailures) {
 		t.Errorf("login.Failures = %+v, want %+v", got, wantFailures)

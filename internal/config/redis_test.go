@@ -77,8 +77,11 @@ func TestParseRejectsV11(t *testing.T) {
 		{"allow status text", "forward_auth: {allow_status: ok}\n", nil, "", 1, "whole number"},
 		{"phone not implemented", "phone: {default_region: GB}\n", nil, "", 1, `unknown key "phone"`},
 		{"notifications not implemented", "notifications: {webhook_url: \"https://x\"}\n", nil, "", 1, `unknown key "notifications"`},
-		{"algorithm not implemented", rule + ", algorithm: counter}\n", nil, "", 4, `unknown key "algorithm"`},
-		{"distinct not implemented", rule + ", distinct: user}\n", nil, "", 4, `unknown key "distinct"`},
+		{"algorithm unknown", rule + ", algorithm: fifo}\n", nil, "", 4, `unknown algorithm "fifo"`},
+		{"algorithm on a failure rule", "actions:\n  login:\n    failures:\n      - {dimension: ip, limit: 1, window: 1m, algorithm: counter}\n    lockout: {ladder: [1m]}\n", nil, "", 4, "failure rules are always logs"},
+		{"algorithm on a distinct rule", rule + ", distinct: user, algorithm: bucket}\n", nil, "", 4, "does not apply"},
+		{"distinct unknown", rule + ", distinct: ip}\n", nil, "", 4, "distinct must be user or device"},
+		{"distinct in the dimension", "actions:\n  login:\n    limits:\n      - {dimension: user+ip, limit: 1, window: 1m, distinct: user}\n", nil, "", 4, "must differ from the dimension"},
 		{"on_limit not implemented", rule + ", on_limit: challenge}\n", nil, "", 4, `unknown key "on_limit"`},
 		{"reserve_failures not implemented", "actions:\n  login:\n    limits: [{dimension: ip, limit: 1, window: 1m}]\n    reserve_failures: true\n", nil, "", 4, `unknown key "reserve_failures"`},
 	}

@@ -492,6 +492,9 @@ func confRejectsInvalid(t *testing.T, c *conf) {
 		{"nonce with a colon", CheckRequest{Cost: 1, Rules: []Rule{rule}, Nonce: "a:b"}},
 		{"denial failures without ladder", CheckRequest{Cost: 1, Rules: []Rule{rule},
 			DenialFailures: &Escalation{Failures: esc(func(*Escalation) {}).Failures}}},
+		{"unknown algorithm", CheckRequest{Cost: 1, Rules: []Rule{{Key: rule.Key, Limit: 1, Window: time.Second, Algorithm: AlgBucket + 1}}}},
+		{"short distinct value", CheckRequest{Cost: 1, Rules: []Rule{{Key: rule.Key, Limit: 1, Window: time.Second, Distinct: "abc"}}}},
+		{"distinct counter", CheckRequest{Cost: 1, Rules: []Rule{{Key: rule.Key, Limit: 1, Window: time.Second, Distinct: "abcdefgh", Algorithm: AlgCounter}}}},
 	}
 	for _, tc := range checks {
 		if _, err := c.a.Check(ctx, &tc.req); err == nil {
@@ -507,6 +510,7 @@ func confRejectsInvalid(t *testing.T, c *conf) {
 		{"ladder step 0", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Ladder = []time.Duration{0} })}},
 		{"negative decay", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Decay = -time.Second })}},
 		{"failure limit 0", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Failures[0].Limit = 0 })}},
+		{"long distinct value", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Failures[0].Distinct = "123456789" })}},
 		{"negative trust ttl", ReportRequest{TrustKey: c.key("trust", "invalid"), TrustTTL: -time.Second}},
 		{"empty clear key", ReportRequest{Clear: []string{""}}},
 	}

@@ -335,7 +335,7 @@ func (f *FailoverStore) shareCheck(req *CheckRequest) *CheckRequest {
 	for i, r := range req.Rules {
 		r.Limit = f.share(r.Limit)
 		c.Rules[i] = r
-		if smallest == 0 || r.Limit < smallest {
+		if r.Distinct == "" && (smallest == 0 || r.Limit < smallest) {
 			smallest = r.Limit
 		}
 	}

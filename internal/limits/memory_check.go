@@ -40,6 +40,14 @@ func (s *MemoryStore) Check(ctx context.Context, req *CheckRequest) (CheckResult
 	// Pass 1: trim and count every rule; decide.
 	for i := range req.Rules {
 		r := &req.Rules[i]
+		if !r.isLog() {
+			fits := s.otherResult(r, req.Cost, false, now).Allowed
+			res.Rules[i].Allowed = fits
+			if !fits && !r.Shadow {
+				res.Allowed = false
+			}
+			continue
+		}
 		w := memMs(r.Window)
 		count := 0
 		if l := s.liveLog(r.Key, now, w); l != nil {
@@ -63,6 +71,10 @@ func (s *MemoryStore) Check(ctx context.Context, req *CheckRequest) (CheckResult
 	for i := range req.Rules {
 		r := &req.Rules[i]
 		rr := &res.Rules[i]
+		if !r.isLog() {
+			*rr = s.otherResult(r, req.Cost, record, now)
+			continue
+		}
 		w := memMs(r.Window)
 		l := s.shard(r.Key).logs[r.Key]
 		logs := record && rr.Allowed
@@ -87,6 +99,10 @@ func (s *MemoryStore) Check(ctx context.Context, req *CheckRequest) (CheckResult
 		for i := range req.Rules {
 			r := &req.Rules[i]
 			if !res.Rules[i].Allowed {
+				continue
+			}
+			if !r.isLog() {
+				s.otherRecord(r, req.Cost, now)
 				continue
 			}
 			w := memMs(r.Window)

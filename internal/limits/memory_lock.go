@@ -58,6 +58,7 @@ func (s *MemoryStore) Report(ctx context.Context, req *ReportRequest) (ReportRes
 	} else {
 		for _, k := range req.Clear {
 			delete(s.shard(k).logs, k)
+			delete(s.shard(k).others, k)
 		}
 		if req.TrustKey != "" && req.TrustTTL > 0 {
 			s.shard(req.TrustKey).trust[req.TrustKey] = now + memMs(req.TrustTTL)
@@ -99,6 +100,7 @@ func (s *MemoryStore) Unlock(ctx context.Context, req *UnlockRequest) (bool, err
 	}
 	for _, k := range req.Failures {
 		delete(s.shard(k).logs, k)
+		delete(s.shard(k).others, k)
 	}
 	return active, nil
 }
@@ -141,6 +143,12 @@ func (s *MemoryStore) Lockouts(ctx context.Context, q *LockQuery) (LockPage, err
 func (s *MemoryStore) recordFailure(esc *Escalation, now int64, struck []LockState) []LockState {
 	for i := range esc.Failures {
 		f := &esc.Failures[i]
+		if f.Distinct != "" {
+			if s.failDistinct(f, now) {
+				struck = append(struck, s.strike(esc, f, now))
+			}
+			continue
+		}
 		w := memMs(f.Window)
 		sh := s.shard(f.Key)
 		l := sh.logs[f.Key]

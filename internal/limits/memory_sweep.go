@@ -36,6 +36,11 @@ func (s *MemoryStore) sweep() {
 				delete(sh.locks, k)
 			}
 		}
+		for k, o := range sh.others {
+			if o.expires <= now {
+				delete(sh.others, k)
+			}
+		}
 		for k, exp := range sh.trust {
 			if exp <= now {
 				delete(sh.trust, k)

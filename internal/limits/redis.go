@@ -106,7 +106,7 @@ func (s *RedisStore) Check(ctx context.Context, req *CheckRequest) (CheckResult,
 			// its entries: stricter, never looser.
 			return CheckResult{}, redisError("eval check script", c.err)
 		}
-		r, err := parseCheckReply(c.res, len(groups[i].rules))
+		r, err := parseReply(c.res, len(groups[i].rules), len(groups[i].others))
 		if err != nil {
 			return CheckResult{}, fmt.Errorf("read check reply: %w", err)
 		}
@@ -125,6 +125,9 @@ func (s *RedisStore) Check(ctx context.Context, req *CheckRequest) (CheckResult,
 		r := &replies[gi]
 		for j, ri := range g.rules {
 			res.Rules[ri] = ruleResult(&req.Rules[ri], req.Cost, allowed, r.now, r.rules[j])
+		}
+		for j, ri := range g.others {
+			res.Rules[ri] = r.others[j].result(&req.Rules[ri], req.Cost, allowed, r.now)
 		}
 		if st := r.lockState(req.Locks, g.locks); st != nil && (locked == nil || st.Until.After(locked.Until)) {
 			locked = st
@@ -174,6 +177,7 @@ func (s *RedisStore) rollback(ctx context.Context, req *CheckRequest, groups []*
 			}
 		}
 	}
+	calls = append(calls, undoCalls(req, groups, replies)...)
 	if len(calls) > 0 {
 		_ = s.batch.run(ctx, calls)
 	}

@@ -10,17 +10,20 @@
 --   check:    nR nL nT cost dry(0/1) denyFail(0/1), escalation when
 --             denyFail, then per rule: limit window keep shadow(0/1)
 --             per lock:  spare-if-trusted (0/1)
+--             nO, per other rule: kind limit window keep shadow member
 --   report:   nL nT failure(0/1) trustTTL nC, escalation, per lock: spare
 --   unlock:   nL nC
 --   rollback: nK cost at
+--   undo:     kind cost at limit window member (one other rule's share)
 --   escalation: nF decay nS, nS ladder steps, then per failure rule:
---             limit window keep nX info
+--             limit window keep nX info member ('' for a log)
 -- KEYS, in the order the sections name them:
 --   check:    nR rule logs, nL lock records, nT (0/1) trust record,
---             escalation keys
+--             escalation keys, nO other rules' keys
 --   report:   nL lock records, nT trust record, nC clear keys, escalation keys
 --   unlock:   nL lock records, nC clear keys
 --   rollback: nK logs
+--   undo:     the rule's key
 --   escalation keys, per failure rule: its log, its lock record, then nX
 --             lockout index keys
 --
@@ -33,15 +36,29 @@
 --   trust record STRING: the ms the trust ends; PX one second longer
 --   index        ZSET of lock record keys scored by until: the locks that
 --                involve one identity (never a key every decision shares)
+--   Other rule kinds (internal/limits/kinds.go), kind 'c', 'b' or 'd':
+--   counter      STRING '>I6I4I4': sub-window start (ms), current count,
+--                previous count; PX 2*keep
+--   bucket       STRING '>dI6': tokens at the last spend (a double), its ms;
+--                PX keep (full by then; a missing bucket is full)
+--   distinct set STRING of 14-byte records: 6-byte ms last seen, 8-byte
+--                value; ascending by stamp; trimmed and PX as a log
 --
 -- Replies:
 --   check:   now allowed lockIdx level since until info nR
 --            {count oldest kth} per rule, {at} per rule,
+--            nO {a b c d at} per other rule,
 --            nStruck {failIdx level since until}
 --            count is the rule's entries in its window before this attempt,
 --            oldest the oldest of them (0: none), kth the stamp of the entry
 --            whose leaving lets cost fit (0: fits, or never fits), at the
---            stamp this call logged (0: none)
+--            stamp this call logged (0: none). Other rules, before the
+--            attempt: counter a b c = start cur prev (rolled to now), at =
+--            start when counted; bucket a = last spend, d = its tokens
+--            ('%.17g'), at = 1 when spent; distinct a = values in the
+--            window, b = 1 if the attempt's is one, c = oldest stamp, d =
+--            oldest stamp of the other values, at = the stamp of a value
+--            this call added (0: none, or only refreshed)
 --   report:  now 0 lockIdx level since until info 0 nStruck {...}
 --   unlock:  now anyActive
 --   rollback: now
@@ -183,6 +200,7 @@ local function readEscalation()
     local f = {limit = num(), window = num(), keep = num(), idx = {}, info = false, key = false, lock = false}
     local nX = num()
     f.info = arg()
+    f.member = arg()
     f.key, f.lock = key(), key()
     for j = 1, nX do f.idx[j] = key() end
     e.fails[i] = f
@@ -217,18 +235,197 @@ local function strike(i, f)
   struck[#struck + 1] = untilMs
 end
 
--- fail records one failure in every failure log; a log that fills strikes.
-local function fail()
-  for i, f in ipairs(esc.fails) do
-    local s = readLog(f.key)
-    local n = #s / W
-    local c = n - first(s, n, now - f.window) + 1
-    if c + 1 >= f.limit then
-      logs[f.key] = ''
+-- Rules of other kinds (kinds.go): counters ('c'), buckets ('b') and
+-- distinct sets ('d', also as failure rules). others holds a check's other
+-- rules. Their functions are defined on first use by kinds(): a decision
+-- of logs only then pays for one closure instead of a dozen (defining a
+-- function costs every call, see docs/performance.md).
+local others = {}
+local K = nil
+local function kinds()
+  if K then return K end
+  K = {}
+  -- Distinct sets (kinds.go): STRINGs of DW-byte records, a 6-byte stamp
+  -- and an 8-byte value, ascending by stamp.
+  local DW = 14
+  local function dstamp(s, i) return (struct.unpack('>I6', s, (i - 1) * DW + 1)) end
+  local function dfirst(s, n, edge)
+    local lo, hi = 1, n + 1
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)
+      if dstamp(s, mid) > edge then hi = mid else lo = mid + 1 end
+    end
+    return lo
+  end
+  -- dfind returns the index of the record holding value m among records
+  -- from.., or 0: a plain find, kept only where it is a record's value.
+  local function dfind(s, from, m)
+    local p = (from - 1) * DW + 1
+    while true do
+      local j = string.find(s, m, p, true)
+      if not j then return 0 end
+      if (j - 1) % DW == 6 then return (j - 7) / DW + 1 end
+      p = j + 1
+    end
+  end
+  local function readSet(k)
+    local s = read(k) or ''
+    if #s % DW ~= 0 then error('guard: ' .. k .. ' is no set of 14-byte records') end
+    return s
+  end
+  -- setSee writes set s (key k) trimmed to (now-keep, now] with value m
+  -- seen now (moved to the end, so stamps stay ascending even when TIME
+  -- steps back); it returns the stamp.
+  local function setSee(k, s, m, keep)
+    local n = #s / DW
+    local from = dfirst(s, n, now - keep)
+    local at = now
+    if n > 0 then at = math.max(now, dstamp(s, n)) end
+    local idx = dfind(s, from, m)
+    local out
+    if idx > 0 then
+      out = string.sub(s, (from - 1) * DW + 1, (idx - 1) * DW) .. string.sub(s, idx * DW + 1)
+    else
+      out = string.sub(s, (from - 1) * DW + 1)
+    end
+    out = out .. struct.pack('>I6', at) .. m
+    raw[k] = out
+    redis.call('SET', k, out, 'PX', keep)
+    return at
+  end
+
+  -- K.failDistinct records one failure in distinct failure set f: its value
+  -- is added or refreshed, and the set reaching the limit strikes.
+  function K.failDistinct(i, f)
+    local s = readSet(f.key)
+    local n = #s / DW
+    local from = dfirst(s, n, now - f.window)
+    local c = n - from + 1
+    if dfind(s, from, f.member) == 0 then c = c + 1 end
+    if c >= f.limit then
+      raw[f.key] = false
       redis.call('DEL', f.key)
       strike(i, f)
     else
-      append(f.key, s, 1, f.keep)
+      setSee(f.key, s, f.member, f.keep)
+    end
+  end
+
+  function K.read(n)
+    for i = 1, n do
+      local o = {key = key(), kind = '', limit = 0, window = 0, keep = 0, shadow = false, member = '',
+        fits = false, a = 0, b = 0, c = 0, d = 0, at = 0, s = false}
+      o.kind = arg()
+      o.limit, o.window, o.keep = num(), num(), num()
+      o.shadow = arg() == '1'
+      o.member = arg()
+      others[i] = o
+    end
+  end
+
+  local function bucketLevel(tok, last, limit, w)
+    local el = now - last
+    if last == 0 or el >= w then return limit end
+    if el <= 0 then return tok end
+    return math.min(limit, tok + (el * limit) / w)
+  end
+
+  -- K.eval decides every other rule without writing; it reports false
+  -- when an enforced one denies. The estimates repeat kinds.go's operations
+  -- in the same order, so both compute the same doubles.
+  function K.eval(cost)
+    local ok = true
+    for _, o in ipairs(others) do
+      local v = read(o.key)
+      if o.kind == 'c' then
+        local w = o.window
+        local k = now - math.fmod(now, w)
+        local start, cur, prev = k, 0, 0
+        if v then start, cur, prev = struct.unpack('>I6I4I4', v) end
+        if k > start then
+          if k == start + w then prev = cur else prev = 0 end
+          cur, start = 0, k
+        end
+        local e = math.max(now - start, 0)
+        local est = cur + prev * (w - e) / w
+        o.fits = est + cost <= o.limit
+        o.a, o.b, o.c = start, cur, prev
+      elseif o.kind == 'b' then
+        local tok, last = o.limit, 0
+        if v then tok, last = struct.unpack('>dI6', v) end
+        o.s = bucketLevel(tok, last, o.limit, o.window)
+        o.fits = o.s >= cost
+        o.a, o.d = last, string.format('%.17g', tok)
+      else
+        local s = readSet(o.key)
+        local n = #s / DW
+        local from = dfirst(s, n, now - o.window)
+        local c = n - from + 1
+        local idx = dfind(s, from, o.member)
+        local oldest, other = 0, 0
+        if c > 0 then oldest = dstamp(s, from) end
+        other = oldest
+        if idx == from then
+          other = 0
+          if c > 1 then other = dstamp(s, from + 1) end
+        end
+        o.fits = idx > 0 or c < o.limit
+        o.a, o.c, o.d, o.s = c, oldest, other, s
+        if idx > 0 then o.b = 1 end
+      end
+      if not o.fits and not o.shadow then ok = false end
+    end
+    return ok
+  end
+
+  -- K.record counts the allowed attempt in every other rule it fits.
+  function K.record(cost)
+    for _, o in ipairs(others) do
+      if o.fits then
+        if o.kind == 'c' then
+          redis.call('SET', o.key, struct.pack('>I6I4I4', o.a, o.b + cost, o.c), 'PX', 2 * o.keep)
+          o.at = o.a
+        elseif o.kind == 'b' then
+          redis.call('SET', o.key, struct.pack('>dI6', o.s - cost, now), 'PX', o.keep)
+          o.at = 1
+        else
+          local at = setSee(o.key, o.s, o.member, o.keep)
+          if o.b == 0 then o.at = at end
+        end
+      end
+    end
+  end
+
+  function K.reply(out)
+    out[#out + 1] = #others
+    for _, o in ipairs(others) do
+      out[#out + 1] = o.a
+      out[#out + 1] = o.b
+      out[#out + 1] = o.c
+      out[#out + 1] = o.d
+      out[#out + 1] = o.at
+    end
+  end
+  K.dfind, K.dstamp, K.DW = dfind, dstamp, DW
+  return K
+end
+
+-- fail records one failure in every failure log; a log that fills strikes.
+local function fail()
+  for i, f in ipairs(esc.fails) do
+    if f.member ~= '' then
+      kinds().failDistinct(i, f)
+    else
+      local s = readLog(f.key)
+      local n = #s / W
+      local c = n - first(s, n, now - f.window) + 1
+      if c + 1 >= f.limit then
+        logs[f.key] = ''
+        redis.call('DEL', f.key)
+        strike(i, f)
+      else
+        append(f.key, s, 1, f.keep)
+      end
     end
   end
 end
@@ -262,11 +459,14 @@ if op == 'check' then
     r.limit, r.window, r.keep, r.shadow = num(), num(), num(), arg() == '1'
   end
   readSpares()
+  local nO = num()
+  if nO > 0 then kinds().read(nO) end
 
   local pre = {}
   for i = 1, nR do pre[i] = rules[i].key end
   for i = 1, nL do pre[#pre + 1] = locks[i].key end
   if trustKey then pre[#pre + 1] = trustKey end
+  for _, o in ipairs(others) do pre[#pre + 1] = o.key end
   prefetch(pre)
 
   local li, lr = activeLock()
@@ -290,6 +490,7 @@ if op == 'check' then
     out[#out + 1] = oldest
     out[#out + 1] = kth
   end
+  if nO > 0 and not kinds().eval(cost) then allowed = false end
   if allowed and not dry then
     local done = {}
     for i = 1, nR do
@@ -301,7 +502,9 @@ if op == 'check' then
       end
     end
   end
+  if allowed and not dry and nO > 0 then kinds().record(cost) end
   for i = 1, nR do out[#out + 1] = rules[i].at or 0 end
+  if nO > 0 then kinds().reply(out) else out[#out + 1] = 0 end
   out[2] = allowed and 1 or 0
   if li == 0 and not allowed and not dry and denyFail then fail() end
   return finish(out, li, lr)
@@ -381,6 +584,37 @@ if op == 'rollback' then
       else
         redis.call('SET', k, s, 'KEEPTTL')
       end
+    end
+  end
+  return {now}
+end
+
+if op == 'undo' then
+  -- Takes back what one counter, bucket or distinct rule recorded for a
+  -- Cluster decision that another slot denied (see the reply's at).
+  local kind, cost, at, limit, w, m = arg(), num(), num(), num(), num(), arg()
+  local k = key()
+  local v = redis.call('GET', k)
+  if not v then return {now} end
+  if kind == 'c' then
+    local start, cur, prev = struct.unpack('>I6I4I4', v)
+    if start == at then
+      cur = math.max(cur - cost, 0)
+    elseif start == at + w then
+      prev = math.max(prev - cost, 0)
+    else
+      return {now}
+    end
+    redis.call('SET', k, struct.pack('>I6I4I4', start, cur, prev), 'KEEPTTL')
+  elseif kind == 'b' then
+    local tok, last = struct.unpack('>dI6', v)
+    redis.call('SET', k, struct.pack('>dI6', math.min(limit, tok + cost), last), 'KEEPTTL')
+  else
+    local kd = kinds()
+    local idx = kd.dfind(v, 1, m)
+    if idx > 0 and kd.dstamp(v, idx) == at then
+      v = string.sub(v, 1, (idx - 1) * kd.DW) .. string.sub(v, idx * kd.DW + 1)
+      if #v == 0 then redis.call('DEL', k) else redis.call('SET', k, v, 'KEEPTTL') end
     end
   end
   return {now}

@@ -11,8 +11,11 @@ import (
 type callGroup struct {
 	slot  int
 	rules []int
-	locks []int
-	trust bool
+	// others are the rules of other kinds (counter, bucket, distinct),
+	// which redis.lua decides in a section of their own.
+	others []int
+	locks  []int
+	trust  bool
 	// esc holds the failure rules decided here; foreign[i] the index keys
 	// of esc[i] that lie in other slots (written after a strike).
 	esc      []FailureRule
@@ -86,7 +89,11 @@ func (s *RedisStore) checkGroups(req *CheckRequest) []*callGroup {
 	gs := &groups{s: s}
 	for i := range req.Rules {
 		g := gs.of(req.Rules[i].Key)
-		g.rules = append(g.rules, i)
+		if req.Rules[i].isLog() {
+			g.rules = append(g.rules, i)
+		} else {
+			g.others = append(g.others, i)
+		}
 	}
 	gs.addLocks(req.Locks, req.TrustKey)
 	if len(gs.list) == 0 {
@@ -148,6 +155,7 @@ func (g *callGroup) build(req any) ([]string, []any) {
 			args = append(args, r.Limit, r.Window.Milliseconds(), keepMs(r.Keep, r.Window), redisBool(r.Shadow))
 		}
 		args = g.spares(args, req.Locks)
+		keys, args = g.otherArgs(keys, args, req.Rules)
 	case *ReportRequest:
 		nT := 0
 		if g.trust {
@@ -190,7 +198,7 @@ func (g *callGroup) escalation(keys []string, args []any) ([]string, []any) {
 		args = append(args, d.Milliseconds())
 	}
 	for _, f := range g.esc {
-		args = append(args, f.Limit, f.Window.Milliseconds(), keepMs(f.Keep, f.Window), len(f.Indexes), f.Info)
+		args = append(args, f.Limit, f.Window.Milliseconds(), keepMs(f.Keep, f.Window), len(f.Indexes), f.Info, f.Distinct)
 		keys = append(keys, f.Key, f.LockKey)
 		keys = append(keys, f.Indexes...)
 	}
@@ -220,6 +228,7 @@ type checkReply struct {
 	lockIdx int
 	lock    LockState
 	rules   []ruleReply
+	others  []otherReply
 	struck  []redisStrike
 }
 
@@ -270,8 +279,15 @@ func (r *replyReader) str() string {
 	return s
 }
 
-// parseCheckReply decodes a check or report reply for nRules rules.
+// parseCheckReply decodes a report reply, or a check reply for nRules
+// rules and no rules of other kinds.
 func parseCheckReply(v []any, nRules int) (checkReply, error) {
+	return parseReply(v, nRules, -1)
+}
+
+// parseReply decodes a check reply for nRules log rules and nOthers rules
+// of other kinds; nOthers -1 is a report reply, which has no such section.
+func parseReply(v []any, nRules, nOthers int) (checkReply, error) {
 	r := &replyReader{v: v}
 	var out checkReply
 	out.now = r.int()
@@ -292,6 +308,9 @@ func parseCheckReply(v []any, nRules int) (checkReply, error) {
 	}
 	for i := range out.rules {
 		out.rules[i].at = r.int()
+	}
+	if nOthers >= 0 {
+		out.others = r.others(nOthers)
 	}
 	n := int(r.int())
 	for i := 0; i < n && r.err == nil; i++ {

@@ -108,6 +108,15 @@ type Rule struct {
 	Keep time.Duration
 	// Shadow rules are evaluated and logged but never deny.
 	Shadow bool
+	// Algorithm is how the rule counts (see Algorithm); AlgLog, the zero
+	// value, is the sliding-window log above.
+	Algorithm Algorithm
+	// Distinct, when set, makes this a distinct-count rule (see kinds.go):
+	// the attempt's distinct value (a user's or device's keyed hash, built
+	// by the caller; 1 to MaxDistinctBytes bytes). Key is then a set of
+	// the distinct values seen in the window, Limit how many it may hold,
+	// and Cost does not apply. Only with AlgLog.
+	Distinct string
 }
 
 // LockRef names a lockout record to consult.
@@ -140,6 +149,10 @@ type FailureRule struct {
 	// Lockouts (the caller keeps ledger, dimension and identifier hashes in
 	// it; never raw identifiers). At most 512 bytes.
 	Info string
+	// Distinct, when set, makes Key a set of distinct values (as in
+	// Rule.Distinct): a failure adds or refreshes this value, and the set
+	// reaching Limit values in Window is the strike.
+	Distinct string
 }
 
 // Escalation is the lockout policy applied when failures strike.

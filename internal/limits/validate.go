@@ -29,6 +29,9 @@ func validateCheck(req *CheckRequest) error {
 		if err := validateLog(r.Key, r.Limit, r.Window); err != nil {
 			return fmt.Errorf("rule %d: %w", i, err)
 		}
+		if err := validateKind(r); err != nil {
+			return fmt.Errorf("rule %d: %w", i, err)
+		}
 	}
 	if err := validateLocks(req.Locks); err != nil {
 		return err
@@ -93,6 +96,19 @@ func validateLog(key string, limit int, window time.Duration) error {
 	return nil
 }
 
+// validateKind checks a rule's algorithm and distinct value (kinds.go).
+func validateKind(r *Rule) error {
+	switch {
+	case r.Algorithm > AlgBucket:
+		return fmt.Errorf("key %q: unknown algorithm %d", r.Key, r.Algorithm)
+	case r.Distinct != "" && len(r.Distinct) != DistinctBytes:
+		return fmt.Errorf("key %q: distinct value of %d bytes: want %d", r.Key, len(r.Distinct), DistinctBytes)
+	case r.Distinct != "" && r.Algorithm != AlgLog:
+		return fmt.Errorf("key %q: a distinct rule has no algorithm but log", r.Key)
+	}
+	return nil
+}
+
 func validateLocks(refs []LockRef) error {
 	for i, ref := range refs {
 		if ref.Key == "" {
@@ -123,6 +139,9 @@ func validateEscalation(esc *Escalation) error {
 		f := &esc.Failures[i]
 		if err := validateLog(f.Key, f.Limit, f.Window); err != nil {
 			return fmt.Errorf("failure rule %d: %w", i, err)
+		}
+		if f.Distinct != "" && len(f.Distinct) != DistinctBytes {
+			return fmt.Errorf("failure rule %d: distinct value of %d bytes: want %d", i, len(f.Distinct), DistinctBytes)
 		}
 		if f.LockKey == "" {
 			return fmt.Errorf("failure rule %d: empty lock key", i)

@@ -28,6 +28,10 @@ class Limit:
     window_ms: int
     remaining: int
     reset_ms: int
+    #: "log", "counter" or "bucket" (contract v1.1).
+    algorithm: str = "log"
+    #: "user" or "device" for a distinct-count rule, else None.
+    distinct: Optional[str] = None
 
 
 @dataclass

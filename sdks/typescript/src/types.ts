@@ -28,6 +28,10 @@ export interface Limit {
   window_ms: number;
   remaining: number;
   reset_ms: number;
+  /** "log", "counter" or "bucket" (contract v1.1). */
+  algorithm: "log" | "counter" | "bucket";
+  /** For a distinct-count rule: the field it counts; remaining counts distinct values. */
+  distinct?: "user" | "device";
 }
 
 export interface Lockout {
@@ -109,6 +113,9 @@ export interface PolicyRule {
   limit: number;
   window_ms: number;
   shadow: boolean;
+  /** "user" or "device" for a distinct-count rule. */
+  distinct?: "user" | "device";
+  algorithm: "log" | "counter" | "bucket";
 }
 
 export interface PolicyAction {

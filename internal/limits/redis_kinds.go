@@ -1,0 +1,119 @@
+package limits
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// The Redis side of the rule kinds of kinds.go: the arguments of
+// redis.lua's "other rules" section, its reply, and the undo calls of a
+// Cluster decision that another slot denied.
+
+// kindCode is a rule's kind letter in redis.lua.
+func kindCode(r *Rule) string {
+	switch {
+	case r.Distinct != "":
+		return "d"
+	case r.Algorithm == AlgCounter:
+		return "c"
+	}
+	return "b"
+}
+
+// kindKeep is the PX of a rule's key after a write: a counter's counts
+// weigh until the end of the next sub-window, a bucket is full and a set
+// empty after the longest window.
+func kindKeep(r *Rule) int64 {
+	if r.Algorithm == AlgCounter {
+		return counterTTL(r.Keep, r.Window)
+	}
+	return keepMs(r.Keep, r.Window)
+}
+
+// otherArgs appends the group's other rules: their keys at the end of
+// KEYS, "nO, per rule: kind limit window keep shadow member" at the end of
+// ARGV.
+func (g *callGroup) otherArgs(keys []string, args []any, rules []Rule) ([]string, []any) {
+	args = append(args, len(g.others))
+	for _, i := range g.others {
+		r := &rules[i]
+		keys = append(keys, r.Key)
+		args = append(args, kindCode(r), r.Limit, r.Window.Milliseconds(), kindKeep(r), redisBool(r.Shadow), r.Distinct)
+	}
+	return keys, args
+}
+
+// otherReply is what redis.lua saw of one other rule before the attempt
+// (see its header): a, b, c and d by kind, at what to undo.
+type otherReply struct {
+	a, b, c int64
+	d       string // bucket: tokens ("%.17g"); distinct: a stamp
+	at      int64
+}
+
+// others reads the "nO {a b c d at}" section.
+func (r *replyReader) others(want int) []otherReply {
+	n := int(r.int())
+	if r.err == nil && n != want {
+		r.err = fmt.Errorf("reply has %d other rules, want %d", n, want)
+	}
+	if r.err != nil || n == 0 {
+		return nil
+	}
+	out := make([]otherReply, n)
+	for i := range out {
+		o := &out[i]
+		o.a, o.b, o.c = r.int(), r.int(), r.int()
+		switch v := r.next().(type) {
+		case int64:
+			o.d = strconv.FormatInt(v, 10)
+		case string:
+			o.d = v
+		default:
+			if r.err == nil {
+				r.err = fmt.Errorf("reply value %d is %T, want integer or string", r.i-1, v)
+			}
+		}
+		o.at = r.int()
+	}
+	return out
+}
+
+// result answers the rule from the reply; allowed is the whole decision.
+func (o *otherReply) result(rule *Rule, cost int, allowed bool, now int64) RuleResult {
+	switch {
+	case rule.Distinct != "":
+		other, _ := strconv.ParseInt(o.d, 10, 64)
+		return distinctResult(rule, allowed, now, int(o.a), o.b == 1, o.c, other)
+	case rule.Algorithm == AlgCounter:
+		return counterResult(rule, cost, allowed, now, o.a, o.b, o.c)
+	}
+	tokens, err := strconv.ParseFloat(o.d, 64)
+	if err != nil {
+		tokens = 0 // unreadable: answer as empty (stricter)
+	}
+	return bucketResult(rule, cost, allowed, now, tokens, o.a)
+}
+
+// undoCalls are the undo ops that take back what the other rules of the
+// slots which allowed their share of a denied decision recorded.
+func undoCalls(req *CheckRequest, groups []*callGroup, replies []checkReply) []*pending {
+	var calls []*pending
+	for gi, g := range groups {
+		if !replies[gi].allowed {
+			continue
+		}
+		for j, ri := range g.others {
+			at := replies[gi].others[j].at
+			if at == 0 {
+				continue
+			}
+			r := &req.Rules[ri]
+			calls = append(calls, &pending{
+				keys: []string{r.Key},
+				args: []any{"undo", kindCode(r), req.Cost, at, r.Limit, r.Window.Milliseconds(), r.Distinct},
+			})
+		}
+	}
+	return calls
+}
