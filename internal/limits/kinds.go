@@ -148,7 +148,9 @@ func bucketAt(t int64, tokens float64, last int64, limit int, w int64) float64 {
 	case last == 0 || el >= w:
 		return float64(limit)
 	case el <= 0:
-		return tokens
+		// No time passed (or the clock stepped back); capped, since the
+		// key's limit may have been lowered since the last spend.
+		return min(float64(limit), tokens)
 	}
 	return min(float64(limit), tokens+float64(el*int64(limit))/float64(w))
 }

@@ -326,7 +326,7 @@ local function kinds()
   local function bucketLevel(tok, last, limit, w)
     local el = now - last
     if last == 0 or el >= w then return limit end
-    if el <= 0 then return tok end
+    if el <= 0 then return math.min(limit, tok) end
     return math.min(limit, tok + (el * limit) / w)
   end
 
