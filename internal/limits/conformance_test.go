@@ -74,6 +74,7 @@ func runConformance(t *testing.T, h storeHarness) {
 		{"RejectsInvalid", false, confRejectsInvalid},
 	}
 	cases = append(cases, confManualCases()...)
+	cases = append(cases, confChallengeCases()...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.fakeClock && !h.FakeClock {

@@ -47,7 +47,9 @@ type memShard struct {
 	logs  map[string]*memLog
 	locks map[string]*memLock
 	trust map[string]int64 // key -> expiry, unix ms
-	_     [64]byte         // keeps hot mutexes on separate cache lines
+	// records are reservation records (reserve_failures).
+	records map[string]*memRecord
+	_       [64]byte // keeps hot mutexes on separate cache lines
 }
 
 // errMemoryClosed is returned by every method called after Close.
@@ -75,6 +77,7 @@ func NewMemory(cfg MemoryConfig) *MemoryStore {
 		s.shards[i].logs = make(map[string]*memLog)
 		s.shards[i].locks = make(map[string]*memLock)
 		s.shards[i].trust = make(map[string]int64)
+		s.shards[i].records = make(map[string]*memRecord)
 	}
 	s.swept.Add(1)
 	go s.sweepLoop(cfg.SweepInterval)
