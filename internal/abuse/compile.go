@@ -24,15 +24,20 @@ type compiledAction struct {
 	decay     time.Duration
 	countDeny bool
 	shadow    bool
+	// reserve is reserve_failures; failTTL the longest failure window
+	// (how long a reservation record lives).
+	reserve   bool
+	failTTL   time.Duration
 	onFailure limits.OnFailure
 	minLimit  int // smallest attempt-rule limit; 0 without limits
 }
 
 type compiledRule struct {
 	Rule
-	dim  dimIndex
-	kind string        // "l:<name>" or "f:<name>" (see keyer.key)
-	keep time.Duration // the longest window any rule uses kind with
+	dim       dimIndex
+	challenge bool          // on_limit: challenge
+	kind      string        // "l:<name>" or "f:<name>" (see keyer.key)
+	keep      time.Duration // the longest window any rule uses kind with
 }
 
 // compiledLedger is the lockout state shared by actions.
@@ -101,6 +106,7 @@ func (g *Guard) compile() {
 			decay:     a.Lockout.Decay,
 			countDeny: a.Lockout.CountDenials,
 			shadow:    a.Shadow,
+			reserve:   a.ReserveFailures,
 		}
 		switch a.OnStoreFailure {
 		case OnFailureAllow:
@@ -112,7 +118,8 @@ func (g *Guard) compile() {
 		}
 		for _, r := range a.Limits {
 			d, _ := parseDim(r.Dimension)
-			ca.limits = append(ca.limits, compiledRule{Rule: r, dim: d, kind: logKind(r.Name), keep: keep[logKind(r.Name)]})
+			ca.limits = append(ca.limits, compiledRule{Rule: r, dim: d, challenge: r.OnLimit == OnLimitChallenge,
+				kind: logKind(r.Name), keep: keep[logKind(r.Name)]})
 			if ca.minLimit == 0 || r.Limit < ca.minLimit {
 				ca.minLimit = r.Limit
 			}
@@ -122,6 +129,7 @@ func (g *Guard) compile() {
 			cr := compiledRule{Rule: r, dim: d, kind: failKind(r.Name), keep: keep[failKind(r.Name)]}
 			ca.failures = append(ca.failures, cr)
 			led.failures = append(led.failures, cr)
+			ca.failTTL = max(ca.failTTL, r.Window)
 		}
 		g.actions[name] = ca
 	}

@@ -188,7 +188,7 @@ func (s *server) fillChoices(p *eventsPage) {
 	}
 	sort.Strings(p.Actions)
 	p.Actions = append(p.Actions, abuse.ActionLock, abuse.ActionUnlock)
-	p.Decisions = []string{"allow", "deny"}
+	p.Decisions = []string{"allow", "deny", "challenge"}
 	p.Reasons = []string{abuse.ReasonOK, abuse.ReasonRateLimited, abuse.ReasonLockedOut, abuse.ReasonDenylisted,
 		abuse.ReasonAllowlisted, abuse.ReasonShadow, abuse.ReasonStoreUnavailable}
 	p.Kinds = []string{audit.KindCheck, audit.KindReport, audit.KindAdmin}
