@@ -60,8 +60,8 @@ func checkInput(req sdk.CheckRequest, key string) (abuse.CheckInput, error) {
 		cost = *req.Cost
 	}
 	return abuse.CheckInput{
-		Action:  req.Action,
-		Subject: abuse.Subject{User: req.User, IP: req.IP, Device: req.Device},
+		Action:          req.Action,
+		Subject:         abuse.Subject{User: req.User, IP: req.IP, Device: req.Device},
 		Cost:            cost,
 		DryRun:          req.DryRun,
 		ChallengePassed: req.ChallengePassed,
