@@ -164,3 +164,25 @@ func TestReserveFailuresSettle(t *testing.T) {
 		}
 	})
 }
+
+// TestReserveWithCountDenials: one check script carries both escalations
+// (the reservation on an allowance, the denial's failure on a denial), and
+// both count in the same failure log.
+func TestReserveWithCountDenials(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		pol := otpPolicy()
+		a := pol.Actions["otp_verify"]
+		a.Limits = []Rule{{Dimension: DimUser, Limit: 1, Window: time.Minute}}
+		a.Lockout.CountDenials = true
+		pol.Actions["otp_verify"] = a
+		g, rec := newGuard(t, b, pol)
+		in := CheckInput{Action: "otp_verify", Subject: subj("carol", "203.0.113.9", "")}
+		wantDecision(t, mustCheck(t, g, in), true, ReasonOK)           // reserved: 1 of 3
+		wantDecision(t, mustCheck(t, g, in), false, ReasonRateLimited) // denial: 2 of 3
+		wantDecision(t, mustCheck(t, g, in), false, ReasonRateLimited) // denial: 3 of 3, strikes
+		if got := rec.last(t); got.LockoutUntil == nil {
+			t.Errorf("third check struck nothing; want the strike (1 reserved + 2 denials)")
+		}
+		wantDecision(t, mustCheck(t, g, in), false, ReasonLockedOut)
+	})
+}
