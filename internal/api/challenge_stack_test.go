@@ -3,6 +3,7 @@ package api_test
 import (
 	"encoding/json"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -89,6 +90,11 @@ func TestIntegrationChallenge(t *testing.T) {
 		if e.Decision != "challenge" || e.Reason != "challenge_required" {
 			t.Errorf("audit event %+v; want challenge / challenge_required", e)
 		}
+	}
+	// The review page filters by it too, and offers it.
+	w = s.do(t, "GET", "/ui/events?decision=challenge", "k-admin", "")
+	if w.Code != 200 || !strings.Contains(w.Body.String(), "challenge_required") || !strings.Contains(w.Body.String(), `<option selected>challenge</option>`) {
+		t.Errorf("/ui/events?decision=challenge = %d; want 200 listing the challenges with challenge among the decisions", w.Code)
 	}
 }
 
