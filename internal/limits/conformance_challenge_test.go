@@ -137,6 +137,10 @@ func (c *conf) reserveReq(esc *Escalation, record string) CheckRequest {
 // denied check reserve nothing.
 func confReserveSequential(t *testing.T, c *conf) {
 	esc := c.escalation("rsvseq", 2, []time.Duration{time.Minute, 5 * time.Minute}, time.Hour)
+	// A lockout index in a slot of its own (under SlotTags): a strike at
+	// check time indexes its lock there too.
+	index := c.key("log", "rsvseq-index")
+	esc.Failures[0].Indexes = []string{index}
 	dry := c.reserveReq(&esc, c.key("rec", confFreshNonce()))
 	dry.DryRun = true
 	for i := range 3 {
@@ -152,6 +156,10 @@ func confReserveSequential(t *testing.T, c *conf) {
 		t.Fatalf("second check: got %+v, want allowed with one strike", res)
 	}
 	confWantLock(t, "strike", &res.Struck[0], confStruckState(esc, 1, res.Now))
+	page, err := c.b.Lockouts(context.Background(), &LockQuery{Index: index, Limit: 10})
+	if err != nil || len(page.Locks) != 1 || page.Locks[0].Key != esc.Failures[0].LockKey {
+		t.Errorf("lockouts by the strike's index: got %+v, %v; want the struck lock", page.Locks, err)
+	}
 	next := c.check(t, c.a, c.reserveReq(&esc, c.key("rec", confFreshNonce())))
 	if next.Allowed || next.Locked == nil || len(next.Struck) != 0 {
 		t.Errorf("third check: got %+v, want locked out, nothing struck", next)
