@@ -15,12 +15,12 @@
 # grows with wall time, and valgrind makes wall time long, is turned down
 # (--hz 1, no active rehashing) so that it stays out of the counts.
 #
-#   ./scripts/reserve-cost.sh [N1 N2]      # default 500 2500
+#   ./scripts/reserve-cost.sh [N1 N2]      # default 200 600 (about a minute)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-N1=${1:-500}
-N2=${2:-2500}
+N1=${1:-200}
+N2=${2:-600}
 PORT=${GUARD_COST_PORT:-6391}
 work=$(mktemp -d)
 trap 'kill "$vg" 2>/dev/null || true; wait "$vg" 2>/dev/null || true; rm -rf "$work"' EXIT
