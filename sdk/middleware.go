@@ -38,6 +38,16 @@ type Middleware struct {
 	FailurePolicy FailurePolicy
 	// OnDeny answers a denied attempt (default: WriteDenial).
 	OnDeny func(w http.ResponseWriter, r *http.Request, res *CheckResponse)
+	// ChallengePassed reports whether r proves that the person passed
+	// the challenge an earlier answer asked for (e.g. a CAPTCHA token
+	// your handler verified with its provider); nil: never. It must
+	// verify the proof on the server: a client's say-so is no proof.
+	ChallengePassed func(r *http.Request) bool
+	// OnChallenge answers an attempt Guard wants challenged
+	// (DecisionChallenge), which the handler never sees (default:
+	// WriteChallenge, so the client shows its CAPTCHA and sends the
+	// request again with the proof).
+	OnChallenge func(w http.ResponseWriter, r *http.Request, res *CheckResponse)
 	// Logger receives calls that failed for a reason no policy covers (a
 	// wrong API key, an unknown action); nil discards.
 	Logger *slog.Logger
@@ -91,6 +101,14 @@ func (m *Middleware) Guard(w http.ResponseWriter, r *http.Request) (*http.Reques
 		m.writeError(w, r, err)
 		return r, false
 	}
+	if a.Result.Challenge() {
+		if m.OnChallenge != nil {
+			m.OnChallenge(w, r, a.Result)
+		} else {
+			WriteChallenge(w, a.Result)
+		}
+		return r, false
+	}
 	if !a.Result.Allowed() {
 		if m.OnDeny != nil {
 			m.OnDeny(w, r, a.Result)
@@ -121,7 +139,9 @@ func (m *Middleware) Check(r *http.Request) (*Attempt, error) {
 	if policy == FailError {
 		policy = FailOpen
 	}
-	res, err := m.Client.Check(r.Context(), s.Check(m.Action), policy)
+	req := s.Check(m.Action)
+	req.ChallengePassed = m.ChallengePassed != nil && m.ChallengePassed(r)
+	res, err := m.Client.Check(r.Context(), req, policy)
 	if err != nil {
 		return nil, err
 	}

@@ -65,11 +65,15 @@ type CheckRequest struct {
 	Cost *int `json:"cost,omitempty"`
 	// DryRun evaluates and audits without recording anything.
 	DryRun bool `json:"dry_run,omitempty"`
+	// ChallengePassed says the person passed the challenge an earlier
+	// answer asked for (DecisionChallenge): challenge rules then allow
+	// the attempt; deny rules, lockouts and lists apply as always.
+	ChallengePassed bool `json:"challenge_passed,omitempty"`
 }
 
 // CheckResponse is the answer of POST /v1/check.
 type CheckResponse struct {
-	// Decision is DecisionAllow or DecisionDeny.
+	// Decision is DecisionAllow, DecisionDeny or DecisionChallenge.
 	Decision string `json:"decision"`
 	// Reason is one of the Reason constants.
 	Reason string `json:"reason"`
@@ -101,6 +105,11 @@ type CheckResponse struct {
 
 // Allowed reports whether the decision is DecisionAllow.
 func (r *CheckResponse) Allowed() bool { return r.Decision == DecisionAllow }
+
+// Challenge reports whether the decision is DecisionChallenge: show the
+// person a challenge (CAPTCHA, step-up MFA) and, once passed, check again
+// with ChallengePassed set.
+func (r *CheckResponse) Challenge() bool { return r.Decision == DecisionChallenge }
 
 // RetryAfter is RetryAfterMs as a duration: the exact wait before the same
 // attempt could be allowed; 0 when allowed or when no wait will do
@@ -225,6 +234,9 @@ type PolicyAction struct {
 	Lockout        PolicyLockout `json:"lockout"`
 	OnStoreFailure string        `json:"on_store_failure"`
 	Shadow         bool          `json:"shadow"`
+	// ReserveFailures: every allowed check holds one provisional failure
+	// until its report settles it.
+	ReserveFailures bool `json:"reserve_failures"`
 }
 
 // PolicyRule is one sliding-window-log rule.
@@ -238,6 +250,9 @@ type PolicyRule struct {
 	Distinct string `json:"distinct,omitempty"`
 	// Algorithm is "log", "counter" or "bucket".
 	Algorithm string `json:"algorithm"`
+	// OnLimit is "deny" or "challenge" for attempt rules; empty (absent)
+	// for failure rules.
+	OnLimit string `json:"on_limit,omitempty"`
 }
 
 // PolicyLockout is an action's escalation ladder.

@@ -30,6 +30,9 @@ func appendCheckRequest(dst []byte, r *CheckRequest) []byte {
 	if r.DryRun {
 		dst = append(dst, `,"dry_run":true`...)
 	}
+	if r.ChallengePassed {
+		dst = append(dst, `,"challenge_passed":true`...)
+	}
 	return append(dst, '}')
 }
 

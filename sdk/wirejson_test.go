@@ -22,7 +22,7 @@ func TestAppendCheckRequestMatchesEncodingJSON(t *testing.T) {
 	}{
 		{"zero", CheckRequest{}},
 		{"typical", CheckRequest{Action: "login", User: ptr("alice@example.com"), IP: ptr("203.0.113.7")}},
-		{"all fields", CheckRequest{Action: "otp_send", User: ptr("u"), IP: ptr("::1"), Device: ptr("d-4f1c"), Cost: ptr(3), DryRun: true}},
+		{"all fields", CheckRequest{Action: "otp_send", User: ptr("u"), IP: ptr("::1"), Device: ptr("d-4f1c"), Cost: ptr(3), DryRun: true, ChallengePassed: true}},
 		{"empty strings present", CheckRequest{User: ptr(""), IP: ptr(""), Device: ptr("")}},
 		{"zero and negative cost", CheckRequest{Action: "a", Cost: ptr(0)}},
 		{"negative cost", CheckRequest{Action: "a", Cost: ptr(-9223372036854775808)}},

@@ -56,7 +56,7 @@ func runAudit(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&f.ip, "ip", "", "only events from this address or CIDR")
 	fs.StringVar(&f.device, "device", "", "only events of this device id")
 	fs.StringVar(&f.action, "action", "", "only this action (login, otp_send, ..., or unlock for admin events)")
-	fs.StringVar(&f.decision, "decision", "", "allow or deny")
+	fs.StringVar(&f.decision, "decision", "", "allow, deny or challenge")
 	fs.StringVar(&f.reason, "reason", "", "ok, rate_limited, locked_out, denylisted, allowlisted, shadow, store_unavailable")
 	fs.StringVar(&f.kind, "kind", "", "check, report or admin")
 	fs.StringVar(&f.since, "since", "", "events at or after this time (RFC 3339, date, or duration ago)")

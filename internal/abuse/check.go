@@ -69,6 +69,7 @@ func (g *Guard) Check(ctx context.Context, in CheckInput) (Decision, error) {
 		req.Rules = append(req.Rules, limits.Rule{
 			Key: g.keys.key(r.kind, &id, r.dim), Limit: r.Limit, Window: r.Window, Keep: r.keep, Shadow: r.Shadow || a.shadow,
 			Algorithm: r.alg, Distinct: g.distinctValue(r, &id),
+			Challenge: r.challenge, Passed: r.challenge && in.ChallengePassed,
 		})
 	}
 	req.Locks = g.lockRefs(a.ledger, &id)
@@ -82,9 +83,14 @@ func (g *Guard) Check(ctx context.Context, in CheckInput) (Decision, error) {
 	if id.hasUser && id.hasDevice && sparesTrusted(req.Locks) {
 		req.TrustKey = g.keys.trustKey(&id)
 	}
-	if a.countDeny {
+	if a.countDeny || a.reserve && !in.DryRun {
 		if esc := g.escalation(a, &id); len(esc.Failures) > 0 {
-			req.DenialFailures = &esc
+			if a.countDeny {
+				req.DenialFailures = &esc
+			}
+			if a.reserve && !in.DryRun {
+				req.Reserve = &limits.Reservation{Escalation: esc, Records: g.recordKeys(a, &id, d.ID), TTL: a.failTTL}
+			}
 		}
 	}
 
@@ -131,6 +137,12 @@ func (g *Guard) Check(ctx context.Context, in CheckInput) (Decision, error) {
 		// schedule, lockout or not.
 		d.RetryAfter = max(res.Locked.Until.Sub(res.Now), rulesRetryAfter(req.Rules, res.Rules), time.Millisecond)
 		lockUntil = &res.Locked.Until
+	case res.Challenge:
+		// Only challenge rules stand in the way. retry_after_ms is when
+		// they would admit the attempt without a challenge, exact as for a
+		// rate limit: the caller may wait instead of challenging.
+		d.Challenge, d.Reason = true, ReasonChallenge
+		d.RetryAfter = rulesRetryAfter(req.Rules, res.Rules)
 	case !res.Allowed:
 		d.Reason = ReasonRateLimited
 		d.RetryAfter = rulesRetryAfter(req.Rules, res.Rules)
@@ -210,10 +222,7 @@ func latest(states []limits.LockState, extra *limits.LockState) *limits.LockStat
 }
 
 func (g *Guard) recordCheck(d *Decision, id *identity, apiKey, rule string, lockUntil *time.Time) {
-	decision := "deny"
-	if d.Allowed {
-		decision = "allow"
-	}
+	decision := d.Verdict()
 	e := audit.Event{
 		ID:           d.ID,
 		At:           d.At,

@@ -24,15 +24,20 @@ type compiledAction struct {
 	decay     time.Duration
 	countDeny bool
 	shadow    bool
+	// reserve is reserve_failures; failTTL the longest failure window
+	// (how long a reservation record lives).
+	reserve   bool
+	failTTL   time.Duration
 	onFailure limits.OnFailure
 	minLimit  int // smallest attempt-rule limit; 0 without limits
 }
 
 type compiledRule struct {
 	Rule
-	dim  dimIndex
-	kind string        // "l:<name>" or "f:<name>" (see keyer.key, ruleKind)
-	keep time.Duration // the longest window any rule uses kind with
+	dim       dimIndex
+	challenge bool          // on_limit: challenge
+	kind      string        // "l:<name>" or "f:<name>" (see keyer.key, ruleKind)
+	keep      time.Duration // the longest window any rule uses kind with
 	// alg is the store's algorithm; distinct, when hasDistinct, the
 	// field a distinct rule counts (rulekinds.go).
 	alg         limits.Algorithm
@@ -45,7 +50,7 @@ func compileRule(r Rule, failure bool, keep map[string]time.Duration) compiledRu
 	d, _ := parseDim(r.Dimension)
 	kind := ruleKind(&r, failure)
 	return compiledRule{Rule: r, dim: d, kind: kind, keep: keep[kind], alg: limitsAlgorithm(r.Algorithm),
-		distinct: distinctDim(r.Distinct), hasDistinct: r.Distinct != ""}
+		challenge: r.OnLimit == OnLimitChallenge, distinct: distinctDim(r.Distinct), hasDistinct: r.Distinct != ""}
 }
 
 // applies reports whether the request names every field the rule needs.
@@ -119,6 +124,7 @@ func (g *Guard) compile() {
 			decay:     a.Lockout.Decay,
 			countDeny: a.Lockout.CountDenials,
 			shadow:    a.Shadow,
+			reserve:   a.ReserveFailures,
 		}
 		switch a.OnStoreFailure {
 		case OnFailureAllow:
@@ -140,6 +146,7 @@ func (g *Guard) compile() {
 			cr := compileRule(r, true, keep)
 			ca.failures = append(ca.failures, cr)
 			led.failures = append(led.failures, cr)
+			ca.failTTL = max(ca.failTTL, r.Window)
 		}
 		g.actions[name] = ca
 	}

@@ -17,6 +17,7 @@ const (
 	ReasonAllowlisted      = sdk.ReasonAllowlisted
 	ReasonShadow           = sdk.ReasonShadow
 	ReasonStoreUnavailable = sdk.ReasonStoreUnavailable
+	ReasonChallenge        = sdk.ReasonChallenge
 )
 
 // Error codes of InputError.
@@ -57,6 +58,9 @@ type CheckInput struct {
 	// Cost defaults to 1 when 0.
 	Cost   int
 	DryRun bool
+	// ChallengePassed says the person passed the caller's challenge:
+	// challenge rules admit (and log) the attempt.
+	ChallengePassed bool
 	// APIKey is the calling key's name, for the audit trail.
 	APIKey string
 }
@@ -68,7 +72,10 @@ type Decision struct {
 	At      time.Time
 	Action  string
 	Allowed bool
-	Reason  string
+	// Challenge is set (with Allowed false) when only challenge rules
+	// stand in the way: the caller should challenge the person.
+	Challenge bool
+	Reason    string
 	// RetryAfter is exact (millisecond precision); 0 when allowed.
 	RetryAfter time.Duration
 	Degraded   bool
@@ -78,6 +85,17 @@ type Decision struct {
 	Limits []LimitState
 	// Lockout is set when a lockout decided the answer.
 	Lockout *LockoutInfo
+}
+
+// Verdict is the decision on the wire: allow, deny or challenge.
+func (d *Decision) Verdict() string {
+	switch {
+	case d.Allowed:
+		return sdk.DecisionAllow
+	case d.Challenge:
+		return sdk.DecisionChallenge
+	}
+	return sdk.DecisionDeny
 }
 
 // LimitState is one evaluated rule after a decision.

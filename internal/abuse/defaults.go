@@ -32,6 +32,16 @@ const DefaultDecay = 72 * time.Hour
 //     minutes, and 5 check attempts per verification. otp_send allows 5 sends
 //     per user in 10 minutes; otp_verify strikes at 5 failed checks of one
 //     user in 10 minutes.
+//   - Strict failure budgets: otp_verify reserves a failure at every
+//     allowed check (reserve_failures), so N parallel guesses at one code
+//     before the first report count as N failures (Keycloak #31726, where
+//     parallel OTP requests outran the brute-force counter; Cacti #6996).
+//   - Challenge instead of deny: signup's device rule challenges
+//     (on_limit: challenge). A device that creates several accounts an
+//     hour is as often a shared family or library computer as a bot; a
+//     CAPTCHA stops the script and lets the person through, while the IP
+//     rule still denies a flood outright (OWASP Automated Threats, OAT-019
+//     account creation: CAPTCHA as a countermeasure).
 //   - Auth0 brute-force protection: block a user after 10 consecutive failed
 //     logins from one IP. login strikes at 10 failures of one user+ip in 15
 //     minutes, which locks that user from that address only, so an attacker
@@ -78,12 +88,13 @@ func DefaultPolicy() Policy {
 				Failures: []Rule{
 					{Dimension: DimUser, Limit: 5, Window: 10 * time.Minute},
 				},
-				Lockout: Lockout{Ladder: ladder(), Decay: DefaultDecay, Ledger: "auth"},
+				Lockout:         Lockout{Ladder: ladder(), Decay: DefaultDecay, Ledger: "auth"},
+				ReserveFailures: true,
 			},
 			"signup": {
 				Limits: []Rule{
 					{Dimension: DimIP, Limit: 10, Window: time.Hour},
-					{Dimension: DimDevice, Limit: 5, Window: time.Hour},
+					{Dimension: DimDevice, Limit: 5, Window: time.Hour, OnLimit: OnLimitChallenge},
 				},
 			},
 			"password_reset": {

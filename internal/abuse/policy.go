@@ -17,6 +17,12 @@ const (
 // Dimensions lists every valid dimension, in canonical order.
 var Dimensions = []string{DimUser, DimIP, DimDevice, DimUserIP, DimUserDevice}
 
+// What a rule does when full (Rule.OnLimit).
+const (
+	OnLimitDeny      = "deny"
+	OnLimitChallenge = "challenge"
+)
+
 // Store-failure modes of an action.
 const (
 	OnFailureLocal = "local"
@@ -49,6 +55,10 @@ type Action struct {
 	OnStoreFailure string `yaml:"on_store_failure"`
 	// Shadow makes every rule of the action shadow.
 	Shadow bool `yaml:"shadow"`
+	// ReserveFailures makes every allowed check add one provisional
+	// failure, settled by the report with its decision_id, so parallel
+	// attempts cannot outrun the failure limits.
+	ReserveFailures bool `yaml:"reserve_failures"`
 }
 
 // Algorithms of attempt rules (contract v1.1, "Rule algorithms").
@@ -81,6 +91,9 @@ type Rule struct {
 	// Algorithm is AlgLog (the default), AlgCounter or AlgBucket, for
 	// attempt rules; failure and distinct rules are always logs.
 	Algorithm string `yaml:"algorithm"`
+	// OnLimit is what a full attempt rule does: OnLimitDeny (default) or
+	// OnLimitChallenge (ask the caller to challenge the person instead).
+	OnLimit string `yaml:"on_limit"`
 }
 
 // Lockout is an action's escalation policy. Its zero value (a nil Ladder

@@ -3,6 +3,7 @@ package abuse
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/guardhq/guard/internal/audit"
@@ -58,9 +59,15 @@ func (g *Guard) Report(ctx context.Context, in ReportInput) (ReportOutcome, erro
 	if id.hasUser && id.hasDevice {
 		req.TrustKey = g.keys.trustKey(&id)
 	}
-	if req.Failure {
+	if req.Failure || a.reserve && in.DecisionID != "" {
 		req.Escalation = g.escalation(a, &id)
-	} else {
+	}
+	if a.reserve && in.DecisionID != "" {
+		// Settles the check's reservation, if Guard made one; a success
+		// takes its provisional failures back before clearing.
+		req.Records = g.recordKeys(a, &id, in.DecisionID)
+	}
+	if !req.Failure {
 		req.Clear = g.clearKeys(a.ledger, &id)
 		if req.TrustKey != "" {
 			req.TrustTTL = g.cfg.TrustTTL
@@ -95,6 +102,24 @@ func (g *Guard) Report(ctx context.Context, in ReportInput) (ReportOutcome, erro
 	g.auditIdentifiers(&e, &id)
 	g.rec.Record(e)
 	return out, nil
+}
+
+// recordKeys are the reservation record keys of decisionID for the
+// request's identifiers: one per hash tag of the action's failure logs
+// that apply, "<prefix>{<tag>}r:<decision_id>", so each lies in the slot
+// of the logs it remembers (decision ids are [A-Za-z0-9_-]).
+func (g *Guard) recordKeys(a *compiledAction, id *identity, decisionID string) []string {
+	var keys []string
+	for _, r := range a.failures {
+		if !id.has(r.dim) {
+			continue
+		}
+		k := g.keys.prefix + "{" + g.keys.hash(id, tagDim(r.dim)) + "}r:" + decisionID
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 // clearKeys are the failure logs a success deletes: the user+ip and

@@ -148,6 +148,9 @@ func validateAction(ps *problems, name string, a *Action) {
 	if l.CountDenials && len(a.Failures) == 0 {
 		fail("lockout", -1, "count_denials", "count_denials needs failures rules to record the denials in")
 	}
+	if a.ReserveFailures && len(a.Failures) == 0 {
+		fail("", -1, "reserve_failures", "reserve_failures needs failures rules to reserve in")
+	}
 	l.Ladder = append(make([]time.Duration, 0, len(l.Ladder)), l.Ladder...)
 	for i, step := range l.Ladder {
 		if msg := checkDuration(step); msg != "" {
@@ -223,6 +226,18 @@ func validateRules(ps *problems, action string, nameOK bool, section, suffix str
 		}
 		for _, p := range validateKind(r, section == "failures") {
 			fail(i, p.field, "%s", p.msg)
+		}
+		switch {
+		case section != "limits":
+			if r.OnLimit != "" {
+				fail(i, "on_limit", "on_limit applies to limits only (a full failure rule strikes)")
+			}
+		case r.OnLimit == "":
+			r.OnLimit = OnLimitDeny
+		case r.OnLimit != OnLimitDeny && r.OnLimit != OnLimitChallenge:
+			fail(i, "on_limit", "on_limit must be deny or challenge, not %q", r.OnLimit)
+		case r.OnLimit == OnLimitChallenge && (r.Distinct != "" || r.Algorithm != "" && r.Algorithm != AlgLog):
+			fail(i, "on_limit", "on_limit: challenge applies to sliding-window log rules (no distinct, algorithm log)")
 		}
 		if r.Name == "" {
 			if !ok {

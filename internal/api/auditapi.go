@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/guardhq/guard/internal/audit"
+	"github.com/guardhq/guard/sdk"
 )
 
 // auditParams are the query parameters of GET /v1/audit and /ui/events.
@@ -194,9 +195,9 @@ func (s *server) buildAuditFilter(q map[string]*string, parseTime func(name, v s
 	}
 	f.Action, f.Reason = get("action"), get("reason")
 	switch f.Decision = get("decision"); f.Decision {
-	case "", "allow", "deny":
+	case "", sdk.DecisionAllow, sdk.DecisionDeny, sdk.DecisionChallenge:
 	default:
-		return f, badRequest("decision", `decision must be "allow" or "deny"`)
+		return f, badRequest("decision", `decision must be "allow", "deny" or "challenge"`)
 	}
 	switch f.Kind = get("kind"); f.Kind {
 	case "", audit.KindCheck, audit.KindReport, audit.KindAdmin:

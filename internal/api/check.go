@@ -39,11 +39,7 @@ func (s *server) decide(c *gin.Context, in abuse.CheckInput) (abuse.Decision, er
 	if err != nil {
 		return abuse.Decision{}, dependency(err)
 	}
-	decision := sdk.DecisionDeny
-	if d.Allowed {
-		decision = sdk.DecisionAllow
-	}
-	s.observe(in.Action, decision, d.Reason, d.Degraded, s.now().Sub(start))
+	s.observe(in.Action, d.Verdict(), d.Reason, d.Degraded, s.now().Sub(start))
 	return d, nil
 }
 
@@ -64,26 +60,25 @@ func checkInput(req sdk.CheckRequest, key string) (abuse.CheckInput, error) {
 		cost = *req.Cost
 	}
 	return abuse.CheckInput{
-		Action:  req.Action,
-		Subject: abuse.Subject{User: req.User, IP: req.IP, Device: req.Device},
-		Cost:    cost,
-		DryRun:  req.DryRun,
-		APIKey:  key,
+		Action:          req.Action,
+		Subject:         abuse.Subject{User: req.User, IP: req.IP, Device: req.Device},
+		Cost:            cost,
+		DryRun:          req.DryRun,
+		ChallengePassed: req.ChallengePassed,
+		APIKey:          key,
 	}, nil
 }
 
 // checkResponse is the wire form of a decision.
 func checkResponse(d abuse.Decision) sdk.CheckResponse {
 	r := sdk.CheckResponse{
-		Decision:   sdk.DecisionDeny,
+		Decision:   d.Verdict(),
 		Reason:     d.Reason,
 		DecisionID: d.ID,
 		Degraded:   d.Degraded,
 		Limits:     make([]sdk.Limit, 0, len(d.Limits)),
 	}
-	if d.Allowed {
-		r.Decision = sdk.DecisionAllow
-	} else {
+	if !d.Allowed {
 		r.RetryAfterMs = ceilMillis(d.RetryAfter)
 		if d.Reason == abuse.ReasonStoreUnavailable && r.RetryAfterMs == 0 {
 			r.RetryAfterMs = 1000

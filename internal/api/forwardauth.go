@@ -155,7 +155,7 @@ func (s *server) handleForwardAuth(c *gin.Context) {
 		return
 	}
 	setDecisionHeaders(c.Writer.Header(), d, in.Cost)
-	c.Header("X-Guard-Decision", checkResponse(d).Decision)
+	c.Header("X-Guard-Decision", d.Verdict())
 	c.Header("X-Guard-Reason", d.Reason)
 	if d.ID != "" {
 		c.Header("X-Guard-Decision-Id", d.ID)

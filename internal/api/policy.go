@@ -29,8 +29,9 @@ func wirePolicy(p abuse.Policy) sdk.Policy {
 				Ledger:       a.Lockout.Ledger,
 				CountDenials: a.Lockout.CountDenials,
 			},
-			OnStoreFailure: a.OnStoreFailure,
-			Shadow:         a.Shadow,
+			OnStoreFailure:  a.OnStoreFailure,
+			Shadow:          a.Shadow,
+			ReserveFailures: a.ReserveFailures,
 		}
 	}
 	out.Lists = sdk.PolicyLists{Allow: wireList(p.Allow), Deny: wireList(p.Deny)}
@@ -48,6 +49,7 @@ func wireRules(rules []abuse.Rule) []sdk.PolicyRule {
 			Shadow:    r.Shadow,
 			Distinct:  r.Distinct,
 			Algorithm: wireAlgorithm(r.Algorithm),
+			OnLimit:   r.OnLimit,
 		})
 	}
 	return out

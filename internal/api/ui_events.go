@@ -15,6 +15,7 @@ import (
 
 	"github.com/guardhq/guard/internal/abuse"
 	"github.com/guardhq/guard/internal/audit"
+	"github.com/guardhq/guard/sdk"
 )
 
 // auditReview is what the review pages use of an audit store beyond
@@ -188,9 +189,9 @@ func (s *server) fillChoices(p *eventsPage) {
 	}
 	sort.Strings(p.Actions)
 	p.Actions = append(p.Actions, abuse.ActionLock, abuse.ActionUnlock)
-	p.Decisions = []string{"allow", "deny"}
+	p.Decisions = []string{sdk.DecisionAllow, sdk.DecisionDeny, sdk.DecisionChallenge}
 	p.Reasons = []string{abuse.ReasonOK, abuse.ReasonRateLimited, abuse.ReasonLockedOut, abuse.ReasonDenylisted,
-		abuse.ReasonAllowlisted, abuse.ReasonShadow, abuse.ReasonStoreUnavailable}
+		abuse.ReasonAllowlisted, abuse.ReasonShadow, abuse.ReasonStoreUnavailable, abuse.ReasonChallenge}
 	p.Kinds = []string{audit.KindCheck, audit.KindReport, audit.KindAdmin}
 	p.Limits = []string{"25", "50", "100", "250", "1000"}
 }

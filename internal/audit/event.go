@@ -31,7 +31,7 @@ type Event struct {
 	Kind string
 	// Action is the attempt's action, or "unlock" for admin events.
 	Action string
-	// Decision is "allow" or "deny" (check events).
+	// Decision is "allow", "deny" or "challenge" (check events).
 	Decision string
 	// Reason is the decision's reason (check events).
 	Reason string

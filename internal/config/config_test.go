@@ -71,8 +71,8 @@ func TestParseConfigAPIExample(t *testing.T) {
 	}
 	login := cfg.Guard.Policy.Actions["login"]
 	wantLimits := []abuse.Rule{
-		{Name: "login/ip", Dimension: "ip", Limit: 60, Window: time.Minute, Algorithm: abuse.AlgLog},
-		{Name: "login/user", Dimension: "user", Limit: 30, Window: 15 * time.Minute, Algorithm: abuse.AlgLog},
+		{Name: "login/ip", Dimension: "ip", Limit: 60, Window: time.Minute, Algorithm: abuse.AlgLog, OnLimit: "deny"},
+		{Name: "login/user", Dimension: "user", Limit: 30, Window: 15 * time.Minute, Algorithm: abuse.AlgLog, OnLimit: "deny"},
 	}
 	if got := login.Limits; !rulesEqual(got, wantLimits) {
 		t.Errorf("login.Limits = %+v, want %+v", got, wantLimits)

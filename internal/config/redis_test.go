@@ -82,8 +82,11 @@ func TestParseRejectsV11(t *testing.T) {
 		{"algorithm on a distinct rule", rule + ", distinct: user, algorithm: bucket}\n", nil, "", 4, "does not apply"},
 		{"distinct unknown", rule + ", distinct: ip}\n", nil, "", 4, "distinct must be user or device"},
 		{"distinct in the dimension", "actions:\n  login:\n    limits:\n      - {dimension: user+ip, limit: 1, window: 1m, distinct: user}\n", nil, "", 4, "must differ from the dimension"},
-		{"on_limit not implemented", rule + ", on_limit: challenge}\n", nil, "", 4, `unknown key "on_limit"`},
-		{"reserve_failures not implemented", "actions:\n  login:\n    limits: [{dimension: ip, limit: 1, window: 1m}]\n    reserve_failures: true\n", nil, "", 4, `unknown key "reserve_failures"`},
+		{"on_limit unknown", rule + ", on_limit: captcha}\n", nil, "", 4, `on_limit must be deny or challenge, not "captcha"`},
+		{"on_limit on a failure rule", "actions:\n  login:\n    lockout: {ladder: [1m]}\n    failures:\n      - {dimension: user, limit: 3, window: 1m, on_limit: challenge}\n", nil, "", 5, "on_limit applies to limits only"},
+		{"reserve_failures without failures", "actions:\n  login:\n    limits: [{dimension: ip, limit: 1, window: 1m}]\n    reserve_failures: true\n", nil, "", 4, "reserve_failures needs failures"},
+		{"reserve_failures not a bool", "actions:\n  login:\n    limits: [{dimension: ip, limit: 1, window: 1m}]\n    reserve_failures: often\n", nil, "", 4, "true or false"},
+		{"challenge on a counter", rule + ", algorithm: counter, on_limit: challenge}\n", nil, "", 4, "on_limit: challenge applies to sliding-window log rules"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -75,6 +75,7 @@ func runConformance(t *testing.T, h storeHarness) {
 	}
 	cases = append(cases, confManualCases()...)
 	cases = append(cases, confKindCases()...)
+	cases = append(cases, confChallengeCases()...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.fakeClock && !h.FakeClock {

@@ -346,6 +346,11 @@ func (f *FailoverStore) shareCheck(req *CheckRequest) *CheckRequest {
 		e := f.shareEscalation(*req.DenialFailures)
 		c.DenialFailures = &e
 	}
+	if req.Reserve != nil {
+		r := *req.Reserve
+		r.Escalation = f.shareEscalation(r.Escalation)
+		c.Reserve = &r
+	}
 	return &c
 }
 

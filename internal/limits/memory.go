@@ -49,7 +49,9 @@ type memShard struct {
 	trust map[string]int64 // key -> expiry, unix ms
 	// others are counters, buckets and distinct sets (memory_kinds.go).
 	others map[string]*memOther
-	_      [64]byte // keeps hot mutexes on separate cache lines
+	// records are reservation records (reserve_failures).
+	records map[string]*memRecord
+	_       [64]byte // keeps hot mutexes on separate cache lines
 }
 
 // errMemoryClosed is returned by every method called after Close.
@@ -78,6 +80,7 @@ func NewMemory(cfg MemoryConfig) *MemoryStore {
 		s.shards[i].locks = make(map[string]*memLock)
 		s.shards[i].trust = make(map[string]int64)
 		s.shards[i].others = make(map[string]*memOther)
+		s.shards[i].records = make(map[string]*memRecord)
 	}
 	s.swept.Add(1)
 	go s.sweepLoop(cfg.SweepInterval)

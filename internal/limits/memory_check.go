@@ -30,6 +30,13 @@ func (s *MemoryStore) Check(ctx context.Context, req *CheckRequest) (CheckResult
 	if esc != nil {
 		set = s.addEscalationShards(set, esc)
 	}
+	rsv := req.Reserve
+	if req.DryRun {
+		rsv = nil
+	}
+	if rsv != nil {
+		set = s.addReserveShards(set, rsv)
+	}
 	set = s.lockShards(set)
 	defer s.unlockShards(set)
 
@@ -37,14 +44,17 @@ func (s *MemoryStore) Check(ctx context.Context, req *CheckRequest) (CheckResult
 	res := CheckResult{Now: memTime(now), Allowed: true, Rules: make([]RuleResult, len(req.Rules))}
 	res.Locked = s.activeLock(req.Locks, req.TrustKey, now)
 
-	// Pass 1: trim and count every rule; decide.
+	// Pass 1: trim and count every rule; decide. hard: an enforced rule
+	// that does not challenge denies.
+	hard := false
 	for i := range req.Rules {
 		r := &req.Rules[i]
 		if !r.isLog() {
 			fits := s.otherResult(r, req.Cost, false, now).Allowed
 			res.Rules[i].Allowed = fits
 			if !fits && !r.Shadow {
-				res.Allowed = false
+				// Other kinds never challenge (abuse validates so).
+				res.Allowed, hard = false, true
 			}
 			continue
 		}
@@ -54,13 +64,15 @@ func (s *MemoryStore) Check(ctx context.Context, req *CheckRequest) (CheckResult
 			count = l.count
 		}
 		rr := &res.Rules[i]
-		rr.Allowed = count+req.Cost <= r.Limit
+		rr.Allowed = count+req.Cost <= r.Limit || r.Passed
 		rr.Count = count
 		if !rr.Allowed && !r.Shadow {
 			res.Allowed = false
+			hard = hard || !r.Challenge
 		}
 	}
 	record := res.Allowed && res.Locked == nil
+	res.Challenge = !res.Allowed && res.Locked == nil && !hard
 	if res.Locked != nil {
 		res.Allowed = false
 	}
@@ -118,11 +130,17 @@ func (s *MemoryStore) Check(ctx context.Context, req *CheckRequest) (CheckResult
 				continue
 			}
 			l.add(now, w, req.Cost)
+			if r.Passed {
+				l.keepNewest(r.Limit + req.Cost)
+			}
 		}
 	}
 
-	if !res.Allowed && res.Locked == nil && esc != nil {
+	if !res.Allowed && res.Locked == nil && esc != nil && !res.Challenge {
 		res.Struck = s.recordFailure(esc, now, nil)
+	}
+	if record && rsv != nil {
+		res.Struck = s.reserve(rsv, now, res.Struck)
 	}
 	return res, nil
 }

@@ -41,21 +41,29 @@ func (s *MemoryStore) Report(ctx context.Context, req *ReportRequest) (ReportRes
 	var buf [16]int
 	set := buf[:0]
 	set = s.addLockShards(set, req.Locks, req.TrustKey)
-	if req.Failure {
+	if req.Failure || len(req.Records) > 0 {
 		set = s.addEscalationShards(set, &req.Escalation)
-	} else {
+	}
+	if !req.Failure {
 		for _, k := range req.Clear {
 			set = s.withShard(set, k)
 		}
+	}
+	for _, k := range req.Records {
+		set = s.withShard(set, k)
 	}
 	set = s.lockShards(set)
 	defer s.unlockShards(set)
 
 	now := s.nowMs()
 	res := ReportResult{Now: memTime(now)}
-	if req.Failure {
-		res.Struck = s.recordFailure(&req.Escalation, now, nil)
-	} else {
+	rec := s.settle(req, now)
+	switch {
+	case rec != nil && rec.settled:
+		// Settled before: this report changes nothing.
+	case req.Failure:
+		res.Struck = s.recordFailure(&req.Escalation, now, rec.heldLogs())
+	default:
 		for _, k := range req.Clear {
 			delete(s.shard(k).logs, k)
 			delete(s.shard(k).others, k)
@@ -63,6 +71,9 @@ func (s *MemoryStore) Report(ctx context.Context, req *ReportRequest) (ReportRes
 		if req.TrustKey != "" && req.TrustTTL > 0 {
 			s.shard(req.TrustKey).trust[req.TrustKey] = now + memMs(req.TrustTTL)
 		}
+	}
+	if rec != nil {
+		rec.settled, rec.held = true, nil
 	}
 	res.Locked = s.activeLock(req.Locks, req.TrustKey, now)
 	return res, nil
@@ -137,34 +148,50 @@ func (s *MemoryStore) Lockouts(ctx context.Context, q *LockQuery) (LockPage, err
 	return pageLocks(out, now, q)
 }
 
-// recordFailure logs one failure in each of esc's failure logs and strikes
-// the lock of every log that fills, appending the strikes to struck. The
-// caller holds the shards of every failure and lock key.
-func (s *MemoryStore) recordFailure(esc *Escalation, now int64, struck []LockState) []LockState {
+// recordFailure logs one failure in each of esc's failure logs but those
+// held (a reservation's, which already hold it) and strikes the lock of
+// every log that fills, returning the strikes. The caller holds the shards
+// of every failure and lock key.
+func (s *MemoryStore) recordFailure(esc *Escalation, now int64, held map[string]int64) []LockState {
+	var struck []LockState
 	for i := range esc.Failures {
 		f := &esc.Failures[i]
 		if f.Distinct != "" {
+			// Distinct sets take no provisional failures (see Reservation):
+			// every reported failure counts in them.
 			if s.failDistinct(f, now) {
 				struck = append(struck, s.strike(esc, f, now))
 			}
 			continue
 		}
-		w := memMs(f.Window)
-		sh := s.shard(f.Key)
-		l := sh.logs[f.Key]
-		if l == nil {
-			l = &memLog{}
-			sh.logs[f.Key] = l
-		}
-		l.trim(now, w)
-		l.add(now, w, 1)
-		if l.count < f.Limit {
+		if _, ok := held[f.Key]; ok {
 			continue
 		}
-		delete(sh.logs, f.Key)
-		struck = append(struck, s.strike(esc, f, now))
+		if _, st := s.failOne(esc, f, now); st != nil {
+			struck = append(struck, *st)
+		}
 	}
 	return struck
+}
+
+// failOne logs one failure in f's log and returns the entry's stamp, or
+// 0 and the strike when the log filled (a strike empties it).
+func (s *MemoryStore) failOne(esc *Escalation, f *FailureRule, now int64) (int64, *LockState) {
+	w := memMs(f.Window)
+	sh := s.shard(f.Key)
+	l := sh.logs[f.Key]
+	if l == nil {
+		l = &memLog{}
+		sh.logs[f.Key] = l
+	}
+	l.trim(now, w)
+	ts := l.add(now, w, 1)
+	if l.count < f.Limit {
+		return ts, nil
+	}
+	delete(sh.logs, f.Key)
+	st := s.strike(esc, f, now)
+	return 0, &st
 }
 
 // strike raises f's lock by one level and restarts its lockout at now.

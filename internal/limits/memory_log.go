@@ -31,10 +31,10 @@ func (l *memLog) trim(now, w int64) {
 	}
 }
 
-// add appends n entries stamped now. A clock that stepped back is clamped
-// to the newest entry, which keeps the deque sorted and only ever makes the
-// log stricter.
-func (l *memLog) add(now, w int64, n int) {
+// add appends n entries stamped now and returns their stamp. A clock that
+// stepped back is clamped to the newest entry, which keeps the deque
+// sorted and only ever makes the log stricter.
+func (l *memLog) add(now, w int64, n int) int64 {
 	last := len(l.entries) - 1
 	switch {
 	case last >= l.head && l.entries[last].ts >= now:
@@ -52,6 +52,37 @@ func (l *memLog) add(now, w int64, n int) {
 	}
 	l.count += n
 	l.expires = max(l.expires, now+w)
+	return now
+}
+
+// keepNewest drops the oldest entries until at most n are left (a log of
+// passed challenges; see Rule.Passed).
+func (l *memLog) keepNewest(n int) {
+	for l.count > n && l.head < len(l.entries) {
+		e := &l.entries[l.head]
+		if drop := l.count - n; drop < e.n {
+			e.n -= drop
+			l.count = n
+			return
+		}
+		l.count -= e.n
+		l.head++
+	}
+}
+
+// remove takes back one entry stamped ts, if the log still holds one
+// (entries of one stamp are interchangeable).
+func (l *memLog) remove(ts int64) {
+	for i := l.head; i < len(l.entries); i++ {
+		if l.entries[i].ts != ts {
+			continue
+		}
+		l.count--
+		if l.entries[i].n--; l.entries[i].n == 0 {
+			l.entries = append(l.entries[:i], l.entries[i+1:]...)
+		}
+		return
+	}
 }
 
 // oldest returns the ts of the oldest live entry; the log is not empty.

@@ -46,6 +46,11 @@ func (s *MemoryStore) sweep() {
 				delete(sh.trust, k)
 			}
 		}
+		for k, rec := range sh.records {
+			if rec.expires <= now {
+				delete(sh.records, k)
+			}
+		}
 		sh.mu.Unlock()
 	}
 }

@@ -121,6 +121,7 @@ func (s *RedisStore) Check(ctx context.Context, req *CheckRequest) (CheckResult,
 		res.Now = time.UnixMilli(max(res.Now.UnixMilli(), r.now))
 	}
 	var locked *LockState
+	var foreign []strikeIndex
 	for gi, g := range groups {
 		r := &replies[gi]
 		for j, ri := range g.rules {
@@ -132,9 +133,20 @@ func (s *RedisStore) Check(ctx context.Context, req *CheckRequest) (CheckResult,
 		if st := r.lockState(req.Locks, g.locks); st != nil && (locked == nil || st.Until.After(locked.Until)) {
 			locked = st
 		}
-		res.Struck = append(res.Struck, r.struckStates(g.esc)...)
+		if r.allowed {
+			// An allowed share's strikes are its reservation's.
+			struck := r.struckStates(g.rsv)
+			res.Struck = append(res.Struck, struck...)
+			foreign = appendForeign(foreign, struck, r.struck, g.rsvForeign)
+		} else {
+			res.Struck = append(res.Struck, r.struckStates(g.esc)...)
+		}
 	}
 	res.Locked = locked
+	res.Challenge = !allowed && locked == nil && challengeOnly(req.Rules, res.Rules)
+	if len(foreign) > 0 {
+		s.writeIndexes(ctx, foreign)
+	}
 	if allowed || req.DryRun || !s.cluster {
 		return res, nil
 	}
@@ -148,7 +160,7 @@ func (s *RedisStore) Check(ctx context.Context, req *CheckRequest) (CheckResult,
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), followUpTimeout)
 	defer cancel()
 	s.rollback(fctx, req, groups, replies)
-	if locked == nil && req.DenialFailures != nil && len(req.DenialFailures.Failures) > 0 {
+	if locked == nil && !res.Challenge && req.DenialFailures != nil && len(req.DenialFailures.Failures) > 0 {
 		if rep, err := s.Report(fctx, &ReportRequest{Failure: true, Escalation: *req.DenialFailures}); err == nil {
 			res.Struck = append(res.Struck, rep.Struck...)
 		}
@@ -175,6 +187,13 @@ func (s *RedisStore) rollback(ctx context.Context, req *CheckRequest, groups []*
 					args: []any{"rollback", 1, req.Cost, at},
 				})
 			}
+		}
+		if len(g.rsv) > 0 {
+			p := &pending{keys: []string{g.record}, args: []any{"release", len(g.rsv)}}
+			for _, f := range g.rsv {
+				p.keys = append(p.keys, f.Key)
+			}
+			calls = append(calls, p)
 		}
 	}
 	calls = append(calls, undoCalls(req, groups, replies)...)
@@ -216,16 +235,25 @@ func (s *RedisStore) Report(ctx context.Context, req *ReportRequest) (ReportResu
 		}
 		struck := r.struckStates(g.esc)
 		res.Struck = append(res.Struck, struck...)
-		for i, st := range struck {
-			for _, x := range g.foreign[r.struck[i].failure-1] {
-				foreign = append(foreign, strikeIndex{index: x, lock: st})
-			}
-		}
+		foreign = appendForeign(foreign, struck, r.struck, g.foreign)
 	}
 	if len(foreign) > 0 {
 		s.writeIndexes(ctx, foreign)
 	}
 	return res, nil
+}
+
+// appendForeign adds the index entries in other slots of a group's
+// strikes (struck, as read from raw) to out.
+func appendForeign(out []strikeIndex, struck []LockState, raw []redisStrike, foreign [][]string) []strikeIndex {
+	for i, st := range struck {
+		if f := raw[i].failure - 1; f >= 0 && f < len(foreign) {
+			for _, x := range foreign[f] {
+				out = append(out, strikeIndex{index: x, lock: st})
+			}
+		}
+	}
+	return out
 }
 
 // strikeIndex is a lockout index entry in another slot than its lock.

@@ -8,10 +8,14 @@
 --
 -- ARGV: op ("check", "report", "unlock" or "rollback"), then per op:
 --   check:    nR nL nT cost dry(0/1) denyFail(0/1), escalation when
---             denyFail, then per rule: limit window keep shadow(0/1)
---             per lock:  spare-if-trusted (0/1)
---             nO, per other rule: kind limit window keep shadow member
---   report:   nL nT failure(0/1) trustTTL nC, escalation, per lock: spare
+--             denyFail, then per rule: limit window keep flags
+--             (1 shadow + 2 challenge + 4 passed),
+--             per lock:  spare-if-trusted (0/1),
+--             nO, per other rule: kind limit window keep shadow member,
+--             then reserve(0/1), and when 1: ttl, escalation
+--   report:   nL nT failure(0/1) trustTTL nC, escalation, per lock: spare,
+--             then nRec (0/1)
+--   release:  nF
 --   unlock:   nL nC
 --   rollback: nK cost at
 --   undo:     kind cost at limit window member (one other rule's share)
@@ -19,8 +23,11 @@
 --             limit window keep nX info member ('' for a log)
 -- KEYS, in the order the sections name them:
 --   check:    nR rule logs, nL lock records, nT (0/1) trust record,
---             escalation keys, nO other rules' keys
---   report:   nL lock records, nT trust record, nC clear keys, escalation keys
+--             escalation keys, nO other rules' keys; when reserve:
+--             record, escalation keys
+--   report:   nL lock records, nT trust record, nC clear keys, escalation
+--             keys, nRec reservation records
+--   release:  record, nF failure logs
 --   unlock:   nL lock records, nC clear keys
 --   rollback: nK logs
 --   undo:     the rule's key
@@ -43,6 +50,9 @@
 --                PX keep (full by then; a missing bucket is full)
 --   distinct set STRING of 14-byte records: 6-byte ms last seen, 8-byte
 --                value; ascending by stamp; trimmed and PX as a log
+--   record       STRING, a reservation (reserve_failures): "p" then per
+--                failure log "\n<key>\n<stamp>" (0: struck), or "s" once
+--                settled; PX the longest failure window
 --
 -- Replies:
 --   check:   now allowed lockIdx level since until info nR
@@ -61,7 +71,9 @@
 --            this call added (0: none, or only refreshed)
 --   report:  now 0 lockIdx level since until info 0 nStruck {...}
 --   unlock:  now anyActive
---   rollback: now
+--   rollback, release: now
+--   A check's nStruck strikes are of the reservation's escalation when it
+--   was allowed, of the denial escalation when not.
 --
 -- "now" is Redis TIME in whole milliseconds: one clock for every Guard
 -- instance on one Redis. Redis >= 5 replicates script effects, so TIME is
@@ -127,9 +139,11 @@ end
 -- append writes s trimmed to (now-keep, now] plus c stamps of now. A stamp
 -- is never below the last one (Redis TIME may step back), so logs stay
 -- sorted; that only ever counts an entry longer.
-local function append(k, s, c, keep)
+-- most, when given, keeps only the newest most stamps (passed challenges).
+local function append(k, s, c, keep, most)
   if s == '' then
     local out = string.rep(struct.pack('>I6', now), c)
+    if most and #out > most * W then out = string.sub(out, #out - most * W + 1) end
     logs[k] = out
     redis.call('SET', k, out, 'PX', keep)
     return now
@@ -139,6 +153,7 @@ local function append(k, s, c, keep)
   local at = now
   if n > 0 then at = math.max(now, stamp(s, n)) end
   local out = string.sub(s, (from - 1) * W + 1) .. string.rep(struct.pack('>I6', at), c)
+  if most and #out > most * W then out = string.sub(out, #out - most * W + 1) end
   logs[k] = out
   redis.call('SET', k, out, 'PX', keep)
   return at
@@ -410,24 +425,63 @@ local function kinds()
   return K
 end
 
--- fail records one failure in every failure log; a log that fills strikes.
-local function fail()
+-- fail records one failure in every failure rule but the logs in skip (a
+-- reservation's, which hold it already); a log that fills strikes. rec,
+-- when given, collects key, stamp per log (stamp 0: it struck). A distinct
+-- set takes the value again (refreshing it counts nothing twice) and is
+-- never part of rec: a reservation leaves it as recorded.
+local function fail(rec, skip)
   for i, f in ipairs(esc.fails) do
     if f.member ~= '' then
       kinds().failDistinct(i, f)
-    else
+    elseif not (skip and skip[f.key]) then
       local s = readLog(f.key)
       local n = #s / W
       local c = n - first(s, n, now - f.window) + 1
+      local at = 0
       if c + 1 >= f.limit then
         logs[f.key] = ''
         redis.call('DEL', f.key)
         strike(i, f)
       else
-        append(f.key, s, 1, f.keep)
+        at = append(f.key, s, 1, f.keep)
+      end
+      if rec then
+        rec[#rec + 1] = f.key
+        rec[#rec + 1] = at
       end
     end
   end
+end
+
+-- unlog takes back one stamp at from log k, if it is still there.
+local function unlog(k, at)
+  local s = readLog(k)
+  local n = #s / W
+  for j = n, 1, -1 do
+    local v = stamp(s, j)
+    if v == at then
+      s = string.sub(s, 1, (j - 1) * W) .. string.sub(s, j * W + 1)
+      logs[k] = s
+      if s == '' then redis.call('DEL', k) else redis.call('SET', k, s, 'KEEPTTL') end
+      return
+    elseif v < at then
+      return
+    end
+  end
+end
+
+-- readRecord returns a reservation record as nil (none), 's' (settled)
+-- or a table log key -> stamp (pending).
+local function readRecord(k)
+  local v = redis.call('GET', k)
+  if not v then return nil end
+  if v == 's' then return 's' end
+  local held, key = {}, nil
+  for part in string.gmatch(v, '\n([^\n]*)') do
+    if key then held[key] = tonumber(part); key = nil else key = part end
+  end
+  return held
 end
 
 local function finish(out, li, lr)
@@ -449,28 +503,46 @@ if op == 'check' then
   -- Tables are built with every field they will hold: growing one field
   -- at a time rehashes it each time, which costs more than the work.
   for i = 1, nR do
-    rules[i] = {key = key(), limit = 0, window = 0, keep = 0, shadow = false, fits = false, at = 0}
+    rules[i] = {key = key(), limit = 0, window = 0, keep = 0, shadow = false, challenge = false, passed = false, fits = false, at = 0}
   end
   readLocks()
   if nT == 1 then trustKey = key() end
   if denyFail then readEscalation() end
   for i = 1, nR do
     local r = rules[i]
-    r.limit, r.window, r.keep, r.shadow = num(), num(), num(), arg() == '1'
+    local fl
+    r.limit, r.window, r.keep, fl = num(), num(), num(), num()
+    r.shadow, r.challenge, r.passed = fl % 2 == 1, math.floor(fl / 2) % 2 == 1, math.floor(fl / 4) % 2 == 1
   end
   readSpares()
   local nO = num()
   if nO > 0 then kinds().read(nO) end
+  local escDeny, escRes, rk, rttl = esc, nil, nil, 0
+  if arg() == '1' then
+    rttl = num()
+    rk = key()
+    readEscalation()
+    escRes = esc
+    esc = escDeny
+  end
 
   local pre = {}
   for i = 1, nR do pre[i] = rules[i].key end
   for i = 1, nL do pre[#pre + 1] = locks[i].key end
   if trustKey then pre[#pre + 1] = trustKey end
   for _, o in ipairs(others) do pre[#pre + 1] = o.key end
+  if escRes then
+    for _, f in ipairs(escRes.fails) do
+      pre[#pre + 1] = f.key
+      pre[#pre + 1] = f.lock
+    end
+  end
   prefetch(pre)
 
   local li, lr = activeLock()
   local allowed = li == 0
+  -- hard: an enforced rule that does not challenge denies.
+  local hard = false
   local out = {now, 0, 0, 0, 0, 0, '', nR}
   for i = 1, nR do
     local r = rules[i]
@@ -480,17 +552,22 @@ if op == 'check' then
     local c = n - from + 1
     local oldest, kth = 0, 0
     if c > 0 then oldest = stamp(s, from) end
-    r.fits = c + cost <= r.limit
+    r.fits = c + cost <= r.limit or r.passed
     if not r.fits then
       local k = math.min(c + cost - r.limit, c)
       if k > 0 then kth = stamp(s, from + k - 1) end
-      if not r.shadow then allowed = false end
+      if not r.shadow then
+        allowed = false
+        hard = hard or not r.challenge
+      end
     end
     out[#out + 1] = c
     out[#out + 1] = oldest
     out[#out + 1] = kth
   end
-  if nO > 0 and not kinds().eval(cost) then allowed = false end
+  -- Other rule kinds never challenge (abuse validates so): a denial
+  -- among them is hard.
+  if nO > 0 and not kinds().eval(cost) then allowed, hard = false, true end
   if allowed and not dry then
     local done = {}
     for i = 1, nR do
@@ -498,7 +575,7 @@ if op == 'check' then
       -- A log that several rules name receives the attempt once.
       if r.fits and not done[r.key] then
         done[r.key] = true
-        r.at = append(r.key, logs[r.key], cost, r.keep)
+        r.at = append(r.key, logs[r.key], cost, r.keep, r.passed and r.limit + cost or nil)
       end
     end
   end
@@ -506,7 +583,14 @@ if op == 'check' then
   for i = 1, nR do out[#out + 1] = rules[i].at or 0 end
   if nO > 0 then kinds().reply(out) else out[#out + 1] = 0 end
   out[2] = allowed and 1 or 0
-  if li == 0 and not allowed and not dry and denyFail then fail() end
+  -- A denial only by challenge rules is a challenge: no failure.
+  if li == 0 and not allowed and not dry and denyFail and hard then fail() end
+  if allowed and not dry and escRes and #escRes.fails > 0 then
+    esc = escRes
+    local rec = {'p'}
+    fail(rec)
+    redis.call('SET', rk, table.concat(rec, '\n'), 'PX', rttl)
+  end
   return finish(out, li, lr)
 end
 
@@ -519,6 +603,8 @@ if op == 'report' then
   for i = 1, nC do clear[i] = key() end
   readEscalation()
   readSpares()
+  local rk = nil
+  if num() == 1 then rk = key() end
   local pre = {}
   for i = 1, nL do pre[i] = locks[i].key end
   if trustKey then pre[#pre + 1] = trustKey end
@@ -529,15 +615,27 @@ if op == 'report' then
     end
   end
   prefetch(pre)
-  if failure then
-    fail()
+  -- A reservation record settles once: pending (a table) keeps or takes
+  -- back its entries, settled ('s') makes this report change nothing.
+  local held = rk and readRecord(rk)
+  if held == 's' then
+    -- settled before
+  elseif failure then
+    fail(nil, held)
   else
+    if held then
+      for _, f in ipairs(esc.fails) do
+        local at = held[f.key]
+        if at and at > 0 then unlog(f.key, at) end
+      end
+    end
     for i = 1, nC do redis.call('DEL', clear[i]) end
     if trustKey and ttl > 0 then
       redis.call('SET', trustKey, now + ttl, 'PX', ttl + 1000)
       trusted = true
     end
   end
+  if held and held ~= 's' then redis.call('SET', rk, 's', 'KEEPTTL') end
   local li, lr = activeLock()
   return finish({now, 0, 0, 0, 0, 0, '', 0}, li, lr)
 end
@@ -617,6 +715,21 @@ if op == 'undo' then
       if #v == 0 then redis.call('DEL', k) else redis.call('SET', k, v, 'KEEPTTL') end
     end
   end
+  return {now}
+end
+
+if op == 'release' then
+  -- Takes back a reservation of a Cluster decision that another slot
+  -- denied: its provisional entries leave their logs, the record goes
+  -- (a strike it made stays: stricter, never looser).
+  local nF = num()
+  local rk = key()
+  local held = readRecord(rk)
+  for i = 1, nF do
+    local k = key()
+    if type(held) == 'table' and held[k] and held[k] > 0 then unlog(k, held[k]) end
+  end
+  redis.call('DEL', rk)
   return {now}
 end
 

@@ -23,6 +23,11 @@ type callGroup struct {
 	escSpec  *Escalation
 	denyFail bool
 	clear    []string
+	// record is the group's reservation record ("" when none); rsv the
+	// failure rules it reserves in (a check's), rsvForeign as foreign.
+	record     string
+	rsv        []FailureRule
+	rsvForeign [][]string
 }
 
 // groups collects callGroups by slot, in first-seen order.
@@ -65,6 +70,61 @@ func (gs *groups) addLocks(locks []LockRef, trustKey string) {
 	}
 }
 
+// addReserve puts each failure rule of a reservation in its log's slot,
+// with the first record of that slot; a rule without a record in its
+// slot reserves nothing (see Reservation).
+func (gs *groups) addReserve(r *Reservation) {
+	for _, f := range r.Escalation.Failures {
+		rec := gs.recordFor(f.Key, r.Records)
+		if rec == "" {
+			continue
+		}
+		g := gs.of(f.Key)
+		g.record = rec
+		local, foreign := gs.split(g, f)
+		g.rsv = append(g.rsv, local)
+		g.rsvForeign = append(g.rsvForeign, foreign)
+	}
+}
+
+// addRecords gives every group of a report the first of records in its
+// slot (on one node: the first record).
+func (gs *groups) addRecords(records []string) {
+	for _, g := range gs.list {
+		for _, k := range records {
+			if !gs.s.cluster || gs.s.slot(k) == g.slot {
+				g.record = k
+				break
+			}
+		}
+	}
+}
+
+func (gs *groups) recordFor(logKey string, records []string) string {
+	for _, k := range records {
+		if gs.s.slot(k) == gs.s.slot(logKey) {
+			return k
+		}
+	}
+	return ""
+}
+
+// split returns f with only the lockout index keys in g's slot, and the
+// others.
+func (gs *groups) split(g *callGroup, f FailureRule) (FailureRule, []string) {
+	var foreign []string
+	local := f
+	local.Indexes = nil
+	for _, x := range f.Indexes {
+		if gs.s.slot(x) == g.slot {
+			local.Indexes = append(local.Indexes, x)
+		} else {
+			foreign = append(foreign, x)
+		}
+	}
+	return local, foreign
+}
+
 // addEscalation puts each failure rule in its log's slot.
 func (gs *groups) addEscalation(esc *Escalation) {
 	for _, f := range esc.Failures {
@@ -105,6 +165,9 @@ func (s *RedisStore) checkGroups(req *CheckRequest) []*callGroup {
 		gs.list[0].denyFail = true
 		gs.addEscalation(req.DenialFailures)
 	}
+	if req.Reserve != nil && !req.DryRun {
+		gs.addReserve(req.Reserve)
+	}
 	return gs.list
 }
 
@@ -121,10 +184,15 @@ func (s *RedisStore) reportGroups(req *ReportRequest) []*callGroup {
 			gs.of(req.TrustKey).trust = true
 		}
 	}
+	if len(req.Records) > 0 && !req.Failure {
+		// A success takes back the provisional entries of its check.
+		gs.addEscalation(&req.Escalation)
+	}
 	gs.addLocks(req.Locks, req.TrustKey)
 	if len(gs.list) == 0 {
 		gs.of("")
 	}
+	gs.addRecords(req.Records)
 	return gs.list
 }
 
@@ -152,10 +220,17 @@ func (g *callGroup) build(req any) ([]string, []any) {
 		}
 		for _, i := range g.rules {
 			r := &req.Rules[i]
-			args = append(args, r.Limit, r.Window.Milliseconds(), keepMs(r.Keep, r.Window), redisBool(r.Shadow))
+			args = append(args, r.Limit, r.Window.Milliseconds(), keepMs(r.Keep, r.Window), ruleFlags(r))
 		}
 		args = g.spares(args, req.Locks)
 		keys, args = g.otherArgs(keys, args, req.Rules)
+		if len(g.rsv) > 0 {
+			args = append(args, 1, req.Reserve.TTL.Milliseconds())
+			keys = append(keys, g.record)
+			keys, args = escalationSection(keys, args, &req.Reserve.Escalation, g.rsv)
+		} else {
+			args = append(args, 0)
+		}
 	case *ReportRequest:
 		nT := 0
 		if g.trust {
@@ -169,6 +244,12 @@ func (g *callGroup) build(req any) ([]string, []any) {
 		keys = append(keys, g.clear...)
 		keys, args = g.escalation(keys, args)
 		args = g.spares(args, req.Locks)
+		if g.record != "" {
+			args = append(args, 1)
+			keys = append(keys, g.record)
+		} else {
+			args = append(args, 0)
+		}
 	}
 	return keys, args
 }
@@ -189,15 +270,20 @@ func (g *callGroup) spares(args []any, locks []LockRef) []any {
 
 // escalation appends the escalation section (empty without failure rules).
 func (g *callGroup) escalation(keys []string, args []any) ([]string, []any) {
-	if len(g.esc) == 0 {
+	return escalationSection(keys, args, g.escSpec, g.esc)
+}
+
+// escalationSection appends the escalation section of spec's ladder and
+// the failure rules fails.
+func escalationSection(keys []string, args []any, e *Escalation, fails []FailureRule) ([]string, []any) {
+	if len(fails) == 0 {
 		return keys, append(args, 0, 0, 0)
 	}
-	e := g.escSpec
-	args = append(args, len(g.esc), e.Decay.Milliseconds(), len(e.Ladder))
+	args = append(args, len(fails), e.Decay.Milliseconds(), len(e.Ladder))
 	for _, d := range e.Ladder {
 		args = append(args, d.Milliseconds())
 	}
-	for _, f := range g.esc {
+	for _, f := range fails {
 		args = append(args, f.Limit, f.Window.Milliseconds(), keepMs(f.Keep, f.Window), len(f.Indexes), f.Info, f.Distinct)
 		keys = append(keys, f.Key, f.LockKey)
 		keys = append(keys, f.Indexes...)
@@ -210,6 +296,22 @@ const redisStampBytes = 6
 
 func keepMs(keep, window time.Duration) int64 {
 	return max(keep, window).Milliseconds()
+}
+
+// ruleFlags is a rule's flags argument: 1 shadow, 2 challenge, 4 passed.
+func ruleFlags(r *Rule) int {
+	return redisBool(r.Shadow) | redisBool(r.Challenge)<<1 | redisBool(r.Passed)<<2
+}
+
+// challengeOnly reports whether every enforced rule that does not admit
+// the attempt is a Challenge rule (a denial that is then a challenge).
+func challengeOnly(rules []Rule, results []RuleResult) bool {
+	for i := range results {
+		if i < len(rules) && !results[i].Allowed && !rules[i].Shadow && !rules[i].Challenge {
+			return false
+		}
+	}
+	return true
 }
 
 func redisBool(b bool) int {
@@ -331,7 +433,7 @@ func parseReply(v []any, nRules, nOthers int) (checkReply, error) {
 // given the decision (allowed: the attempt was logged where it fits).
 func ruleResult(rule *Rule, cost int, allowed bool, now int64, r ruleReply) RuleResult {
 	w := rule.Window.Milliseconds()
-	fits := int(r.count)+cost <= rule.Limit
+	fits := int(r.count)+cost <= rule.Limit || rule.Passed
 	logs := allowed && fits
 	after := int(r.count)
 	if logs {

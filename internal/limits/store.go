@@ -32,7 +32,22 @@
 //  4. If denied by a rule (not by a lockout), not DryRun, and DenialFailures
 //     is set (lockout.count_denials), one failure is recorded exactly as
 //     Report does for a failure, which may strike; strikes are returned in
-//     Struck, but the answer stays a rate-limit denial.
+//     Struck, but the answer stays a rate-limit denial. A denial that is a
+//     challenge (see Rule.Challenge) records no failure.
+//  5. If allowed, not DryRun, and Reserve is set (reserve_failures), one
+//     provisional failure is recorded in every failure log of
+//     Reserve.Escalation exactly as Report does (which may strike: the
+//     strike is returned in Struck and the answer stays allowed), and a
+//     reservation record remembers what was added (see Reservation).
+//
+// Challenge rules: a rule with Challenge set counts like any enforced rule,
+// but when every enforced rule that denies is a Challenge rule and no
+// lockout is active, CheckResult.Challenge is set: nothing is logged and no
+// denial failure is recorded. A rule with Passed set (a challenge the
+// person passed) admits the attempt whatever its count and logs Cost
+// entries like an admitting rule; its log then keeps only its newest
+// Limit+Cost entries, which decide every later attempt exactly as the full
+// log would, so passed challenges cannot grow a log without bound.
 //
 // Report records a failure or a success:
 //
@@ -45,6 +60,14 @@
 //     after TrustTTL.
 //   - In both cases Locked is the active lockout among Locks (after the
 //     report, SpareIfTrusted honoured) that ends last, or nil.
+//   - Settlement: with Records (the reservation records of the check the
+//     report closes), each record that exists settles its share exactly
+//     once: a pending record's failure logs get no second entry for a
+//     failure, and lose the provisional entry for a success (before Clear
+//     as usual); the record then becomes a settled tombstone until its
+//     TTL, and a report meeting a tombstone changes nothing in that
+//     record's slot (no failure, no clearing, no trust). Failure logs
+//     without a record behave as without Records.
 //
 // A lock record lives until max(until, lastStrike+Decay) and then vanishes,
 // which is how the level decays to 0.
@@ -117,6 +140,13 @@ type Rule struct {
 	// the distinct values seen in the window, Limit how many it may hold,
 	// and Cost does not apply. Only with AlgLog.
 	Distinct string
+	// Challenge rules challenge instead of denying (on_limit: challenge);
+	// see the package documentation.
+	Challenge bool
+	// Passed admits the attempt whatever the count and caps the log at
+	// its newest Limit+Cost entries (a challenge rule whose challenge the
+	// person passed); see the package documentation.
+	Passed bool
 }
 
 // LockRef names a lockout record to consult.
@@ -193,6 +223,9 @@ type CheckRequest struct {
 	TrustKey string
 	// DenialFailures, when set, records one failure on a rule denial.
 	DenialFailures *Escalation
+	// Reserve, when set, records one provisional failure per allowed
+	// check (reserve_failures); see Reservation.
+	Reserve *Reservation
 	// Nonce makes this call's log members unique; [A-Za-z0-9_-], at most
 	// 32 bytes. Callers pass a fresh random value per call.
 	Nonce string
@@ -241,8 +274,12 @@ type CheckResult struct {
 	Rules []RuleResult
 	// Locked is the active lockout that denied the attempt, or nil.
 	Locked *LockState
-	// Struck lists lockouts set by DenialFailures during this call.
+	// Struck lists lockouts set by DenialFailures or Reserve during this
+	// call.
 	Struck []LockState
+	// Challenge is set when the attempt is denied only by Challenge rules
+	// (no lockout, no other enforced rule denies): nothing was recorded.
+	Challenge bool
 	// Degraded is set by the failover store when the answer did not come
 	// from the primary backend.
 	Degraded bool
@@ -265,6 +302,11 @@ type ReportRequest struct {
 	Clear []string
 	// TrustTTL is how long a success trusts the device; 0 disables it.
 	TrustTTL time.Duration
+	// Records are the reservation records of the check this report
+	// closes (Reservation.Records of that check), or nil. With Records a
+	// success needs Escalation too: the failure logs whose provisional
+	// entries it removes.
+	Records []string
 	// Nonce as in CheckRequest.
 	Nonce string
 	// OnFailure is honoured by the failover store only.

@@ -41,6 +41,20 @@ func validateCheck(req *CheckRequest) error {
 			return fmt.Errorf("denial failures: %w", err)
 		}
 	}
+	if r := req.Reserve; r != nil {
+		if err := validateEscalation(&r.Escalation); err != nil {
+			return fmt.Errorf("reserve: %w", err)
+		}
+		if r.TTL < time.Millisecond {
+			return fmt.Errorf("reserve: ttl %v: must be at least 1ms", r.TTL)
+		}
+		if len(r.Escalation.Failures) > 0 && len(r.Records) == 0 {
+			return errors.New("reserve: failure rules without a record key")
+		}
+		if err := validateRecords(r.Records); err != nil {
+			return fmt.Errorf("reserve: %w", err)
+		}
+	}
 	return validateNonce(req.Nonce)
 }
 
@@ -48,10 +62,13 @@ func validateReport(req *ReportRequest) error {
 	if req == nil {
 		return errors.New("nil request")
 	}
-	if req.Failure {
+	if req.Failure || len(req.Records) > 0 {
 		if err := validateEscalation(&req.Escalation); err != nil {
 			return err
 		}
+	}
+	if err := validateRecords(req.Records); err != nil {
+		return err
 	}
 	if err := validateLocks(req.Locks); err != nil {
 		return err
@@ -79,6 +96,15 @@ func validateUnlock(req *UnlockRequest) error {
 	for i, k := range req.Failures {
 		if k == "" {
 			return fmt.Errorf("failure log %d: empty key", i)
+		}
+	}
+	return nil
+}
+
+func validateRecords(keys []string) error {
+	for i, k := range keys {
+		if k == "" {
+			return fmt.Errorf("record %d: empty key", i)
 		}
 	}
 	return nil

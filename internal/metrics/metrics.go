@@ -35,6 +35,7 @@ var decisionReasons = [...][2]string{
 	{sdk.DecisionAllow, sdk.ReasonShadow}, {sdk.DecisionAllow, sdk.ReasonStoreUnavailable},
 	{sdk.DecisionDeny, sdk.ReasonRateLimited}, {sdk.DecisionDeny, sdk.ReasonLockedOut},
 	{sdk.DecisionDeny, sdk.ReasonDenylisted}, {sdk.DecisionDeny, sdk.ReasonStoreUnavailable},
+	{sdk.DecisionChallenge, sdk.ReasonChallenge},
 }
 
 // alertResults are the values of guard_alerts_total's result label.
@@ -184,8 +185,8 @@ func (m *Metrics) Registry() *prometheus.Registry {
 }
 
 // ObserveDecision counts one decision and its latency d. action must be a
-// configured action name (never request input); decision is "allow" or
-// "deny"; reason one of the API's reasons; degraded whether the answer did
+// configured action name (never request input); decision is "allow",
+// "deny" or "challenge"; reason one of the API's reasons; degraded whether the answer did
 // not come from Redis.
 func (m *Metrics) ObserveDecision(action, decision, reason string, degraded bool, d time.Duration) {
 	action = m.actionLabels.value(action)

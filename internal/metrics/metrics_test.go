@@ -121,6 +121,7 @@ func TestInitSeries(t *testing.T) {
 	m := New()
 	m.InitSeries([]string{"login", "otp_send"}, []string{"redis_down", "redis_recovered"})
 	m.ObserveDecision("login", "allow", "ok", false, time.Millisecond)
+	m.ObserveDecision("login", "challenge", "challenge_required", false, time.Millisecond)
 	got := scrape(t, m)
 	tests := []struct {
 		name string
@@ -130,6 +131,8 @@ func TestInitSeries(t *testing.T) {
 		{"decision not yet seen", `guard_decisions_total{action="login",decision="deny",reason="locked_out"} 0`},
 		{"other action", `guard_decisions_total{action="otp_send",decision="deny",reason="rate_limited"} 0`},
 		{"store failure deny", `guard_decisions_total{action="otp_send",decision="deny",reason="store_unavailable"} 0`},
+		{"counted challenge", `guard_decisions_total{action="login",decision="challenge",reason="challenge_required"} 1`},
+		{"challenge not yet seen", `guard_decisions_total{action="otp_send",decision="challenge",reason="challenge_required"} 0`},
 		{"latency before any decision", `guard_decision_duration_seconds_count{action="otp_send"} 0`},
 		{"degraded decisions", `guard_degraded_decisions_total{action="otp_send"} 0`},
 		{"alert sent", `guard_alerts_total{event="redis_down",result="sent"} 0`},

@@ -16,7 +16,12 @@ const contextKey = "guard.attempt"
 // as sdk.Middleware does (same subject, failure policy and generic 429
 // answers); m.Client and m.Action are required. An allowed request
 // continues with the Attempt in both the gin.Context (AttemptFrom) and
-// the request context (sdk.AttemptFrom); any other aborts the chain.
+// the request context (sdk.AttemptFrom); any other aborts the chain. A
+// challenge is answered by m.OnChallenge (default sdk.WriteChallenge: 429
+// challenge_required without Retry-After) and aborts the chain too: the
+// handler runs only once m.ChallengePassed has verified the proof the
+// client sends with its next try, so gin handlers never see an attempt
+// Guard did not allow.
 func Middleware(m *sdk.Middleware) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		r, ok := m.Guard(c.Writer, c.Request)

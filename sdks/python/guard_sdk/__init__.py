@@ -7,13 +7,13 @@ from ._client import (DEFAULT_ADMIN_TIMEOUT, DEFAULT_MAX_PENDING_REPORTS, DEFAUL
                       Client, FailurePolicy, parse_retry_after)
 from ._errors import GuardError, GuardUnavailableError, TooManyPendingReports, is_unavailable
 from ._ip import IPExtractor, parse_hop
-from ._protect import (Attempt, Protector, Request, Verdict, asgi_request, denial, denial_message,
-                       wsgi_request)
+from ._protect import (CHALLENGE_MESSAGE, Attempt, Protector, Request, Verdict, asgi_request, challenge_answer,
+                       denial, denial_message, wsgi_request)
 from ._types import (ALLOW, CHALLENGE, DENY, FAILURE, REASON_GUARD_UNAVAILABLE, SUCCESS, CheckResponse, Limit,
                      Lockout, LockoutEntry, ReportResponse)
 
 __all__ = [
-    "ALLOW", "CHALLENGE", "DENY", "FAILURE", "REASON_GUARD_UNAVAILABLE", "SUCCESS",
+    "ALLOW", "CHALLENGE", "CHALLENGE_MESSAGE", "challenge_answer", "DENY", "FAILURE", "REASON_GUARD_UNAVAILABLE", "SUCCESS",
     "DEFAULT_ADMIN_TIMEOUT", "DEFAULT_MAX_PENDING_REPORTS", "DEFAULT_RETRIES", "DEFAULT_TIMEOUT",
     "Attempt", "CheckResponse", "Client", "FailurePolicy", "GuardError", "GuardUnavailableError",
     "IPExtractor", "Limit", "Lockout", "LockoutEntry", "Protector", "ReportResponse", "Request",

@@ -97,8 +97,12 @@ class Client:
 
     def check(self, action: str, *, user: Optional[str] = None, ip: Optional[str] = None,
               device: Optional[str] = None, cost: Optional[int] = None, dry_run: bool = False,
+              challenge_passed: bool = False,
               failure_policy: Optional[FailurePolicy] = None) -> CheckResponse:
         """May this attempt go ahead? A denial is a successful call: look at ``.allowed``.
+
+        A ``.challenge`` answer asks the caller to challenge the person (CAPTCHA,
+        step-up MFA); once passed, check again with ``challenge_passed=True``.
 
         When Guard cannot answer, the failure policy decides (the client's, or
         ``failure_policy`` for this call); a 4xx always raises GuardError.
@@ -107,6 +111,8 @@ class Client:
         body = _drop_none({"action": action, "user": user, "ip": ip, "device": device, "cost": cost})
         if dry_run:
             body["dry_run"] = True
+        if challenge_passed:
+            body["challenge_passed"] = True
         try:
             data, headers = self._do("POST", "/v1/check", body=body, timeout=self._timeout, idempotent=False)
         except Exception as err:  # noqa: BLE001 - the policy decides which

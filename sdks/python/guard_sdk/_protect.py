@@ -101,6 +101,24 @@ def denial_message(result: CheckResponse) -> str:
     return f"Too many attempts. Try again in {wait}."
 
 
+#: What a challenge answer tells the person; it names no rule, limit or account.
+CHALLENGE_MESSAGE = "Please confirm you are not a robot and try again."
+
+
+def challenge_answer(result: CheckResponse) -> Verdict:
+    """The answer to an attempt Guard wants challenged: 429 challenge_required, RateLimit headers, no Retry-After.
+
+    The client shows its challenge and sends the request again with the proof,
+    which the caller verifies and passes to ``Protector.check(challenge_passed=...)``.
+    """
+    extra: List[Tuple[str, str]] = []
+    if result.rate_limit:
+        extra.append(("RateLimit", result.rate_limit))
+    if result.rate_limit_policy:
+        extra.append(("RateLimit-Policy", result.rate_limit_policy))
+    return _json_answer(429, "challenge_required", CHALLENGE_MESSAGE, extra)
+
+
 def _json_answer(status: int, code: str, message: str, extra: List[Tuple[str, str]]) -> Verdict:
     body = (json.dumps({"error": {"code": code, "message": message}}, separators=(",", ":")) + "\n").encode()
     headers = extra + [("Content-Type", "application/json; charset=utf-8"), ("Cache-Control", "no-store")]
@@ -142,8 +160,14 @@ class Protector:
         self.device_header = device_header
         self.failure_policy = failure_policy
 
-    def check(self, request: Request, *, user: Optional[str] = None) -> Verdict:
-        """Checks the attempt; errors other than unavailability (a wrong key, an unknown action) raise."""
+    def check(self, request: Request, *, user: Optional[str] = None, challenge_passed: bool = False) -> Verdict:
+        """Checks the attempt; errors other than unavailability (a wrong key, an unknown action) raise.
+
+        ``challenge_passed`` says the request proves (verified on the server, e.g.
+        a CAPTCHA token checked with its provider) that the person passed the
+        challenge an earlier answer asked for; a challenge is answered with
+        ``challenge_answer`` and ``verdict.allowed`` false.
+        """
         ip = self.ip.client_ip(request.peer, request.values("x-forwarded-for"),
                                (request.values("x-real-ip") or [""])[0]) or None
         device = None
@@ -161,11 +185,14 @@ class Protector:
             device = (request.values(self.device_header) or [""])[0] or None
         user = user or None
         try:
-            res = self.client.check(self.action, user=user, ip=ip, device=device, failure_policy=self.failure_policy)
+            res = self.client.check(self.action, user=user, ip=ip, device=device,
+                                    challenge_passed=challenge_passed, failure_policy=self.failure_policy)
         except GuardError as e:
             if e.status == 400 and e.field in ("user", "ip", "device"):
                 return _json_answer(400, "invalid_request", "the request is not valid", [])
             raise
+        if res.challenge:
+            return challenge_answer(res)
         if not res.allowed:
             return denial(res)
         return Verdict(allowed=True, attempt=Attempt(self.action, user, ip, device, res, self.client))

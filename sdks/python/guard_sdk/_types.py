@@ -64,6 +64,11 @@ class CheckResponse:
         return self.decision == ALLOW
 
     @property
+    def challenge(self) -> bool:
+        """Guard asks for a challenge: show one, then check again with challenge_passed=True."""
+        return self.decision == CHALLENGE
+
+    @property
     def retry_after(self) -> float:
         """The exact wait in seconds before the same attempt could be allowed; 0 when allowed."""
         return self.retry_after_ms / 1000.0

@@ -59,6 +59,14 @@ export interface MiddlewareOptions<R = Req> {
   failurePolicy?: Exclude<FailurePolicy, "error">;
   /** Answers a denied attempt (default writeDenial). */
   onDeny?: (req: R, res: ServerResponse, result: CheckResponse) => void;
+  /**
+   * Whether req proves the person passed the challenge an earlier answer
+   * asked for (e.g. a CAPTCHA token you verified with its provider). Verify
+   * on the server: a client's say-so is no proof. Default: never.
+   */
+  challengePassed?: (req: R) => boolean | Promise<boolean>;
+  /** Answers an attempt Guard wants challenged (default writeChallenge); the handler never sees it. */
+  onChallenge?: (req: R, res: ServerResponse, result: CheckResponse) => void;
 }
 
 /**
@@ -79,13 +87,19 @@ export function guardMiddleware<R extends Req = Req>(opts: MiddlewareOptions<R>)
     subject.device = cookie || (typeof hdr === "string" ? hdr : undefined) || undefined;
     let result: CheckResponse;
     try {
-      result = await opts.client.check(checkRequest(opts.action, subject), { failurePolicy: policy });
+      const body = checkRequest(opts.action, subject);
+      if (opts.challengePassed && (await opts.challengePassed(req))) body.challenge_passed = true;
+      result = await opts.client.check(body, { failurePolicy: policy });
     } catch (err) {
       if (err instanceof GuardError && err.status === 400 && ["user", "ip", "device"].includes(err.field)) {
         writeJSON(res, 400, "invalid_request", "the request is not valid");
         return;
       }
       next(err);
+      return;
+    }
+    if (result.decision === "challenge") {
+      (opts.onChallenge ?? ((_q, s, r) => writeChallenge(s, r)))(req, res, result);
       return;
     }
     if (result.decision !== "allow") {
@@ -124,6 +138,21 @@ export function writeDenial(res: ServerResponse, result: CheckResponse): void {
   const secs = Math.ceil(result.retry_after_ms / 1000);
   if (secs > 0) res.setHeader("Retry-After", String(secs));
   writeJSON(res, result.bypassed ? 503 : 429, "too_many_attempts", denialMessage(result));
+}
+
+/** What writeChallenge tells the person; it names no rule, limit or account. */
+export const challengeMessage = "Please confirm you are not a robot and try again.";
+
+/**
+ * Answers an attempt Guard wants challenged: 429 with Guard's RateLimit
+ * headers, no Retry-After (passing the challenge, not waiting, is the way
+ * on), and {"error": {"code": "challenge_required", "message": challengeMessage}}.
+ * The client shows its challenge and sends the request again with the proof.
+ */
+export function writeChallenge(res: ServerResponse, result: CheckResponse): void {
+  if (result.rateLimit) res.setHeader("RateLimit", result.rateLimit);
+  if (result.rateLimitPolicy) res.setHeader("RateLimit-Policy", result.rateLimitPolicy);
+  writeJSON(res, 429, "challenge_required", challengeMessage);
 }
 
 /**

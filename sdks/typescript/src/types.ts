@@ -19,6 +19,12 @@ export interface CheckRequest {
   cost?: number;
   /** Evaluate and audit without recording. */
   dry_run?: boolean;
+  /**
+   * The person passed the challenge an earlier answer asked for (decision
+   * "challenge"): challenge rules then allow; deny rules, lockouts and
+   * lists apply as always.
+   */
+  challenge_passed?: boolean;
 }
 
 export interface Limit {
@@ -44,7 +50,7 @@ export interface Lockout {
 /** Answer of POST /v1/check, plus what the client adds (not on the wire). */
 export interface CheckResponse {
   decision: Decision;
-  /** ok, rate_limited, locked_out, denylisted, allowlisted, shadow, store_unavailable; guard_unavailable when bypassed. */
+  /** ok, rate_limited, locked_out, denylisted, allowlisted, shadow, store_unavailable, challenge_required; guard_unavailable when bypassed. */
   reason: string;
   retry_after_ms: number;
   decision_id: string;

@@ -1,0 +1,188 @@
+package abuse
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/guardhq/guard/sdk"
+)
+
+// signupPolicy has a challenge rule on the device and a deny rule on the
+// IP, and counts denials as failures (which a challenge must not record).
+func signupPolicy(shadow bool) Policy {
+	return Policy{Actions: map[string]Action{
+		"signup": {
+			Limits: []Rule{
+				{Dimension: DimDevice, Limit: 2, Window: time.Hour, OnLimit: OnLimitChallenge, Shadow: shadow},
+				{Dimension: DimIP, Limit: 4, Window: time.Hour},
+			},
+			Failures: []Rule{{Dimension: DimIP, Limit: 1, Window: time.Hour}},
+			Lockout:  Lockout{Ladder: []time.Duration{time.Minute}, CountDenials: true},
+		},
+	}}
+}
+
+func TestChallenge(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		g, rec := newGuard(t, b, signupPolicy(false))
+		in := CheckInput{Action: "signup", Subject: subj("", "203.0.113.7", "d-1")}
+		for range 2 {
+			wantDecision(t, mustCheck(t, g, in), true, ReasonOK)
+		}
+		d := mustCheck(t, g, in)
+		wantDecision(t, d, false, ReasonChallenge)
+		if got, want := d.Verdict(), sdk.DecisionChallenge; got != want || !d.Challenge {
+			t.Fatalf("verdict = %q, want %q", got, want)
+		}
+		if d.RetryAfter <= 0 || d.RetryAfter > time.Hour || d.Lockout != nil {
+			t.Errorf("challenge: retry %v lockout %+v; want the wait without a challenge, in (0, 1h], no lockout", d.RetryAfter, d.Lockout)
+		}
+		if len(d.Limits) != 2 || d.Limits[0].Rule != "signup/device" || d.Limits[0].Remaining != 0 || d.Limits[1].Remaining != 2 {
+			t.Errorf("challenge limits = %+v; want signup/device remaining 0, then signup/ip remaining 2 (nothing logged)", d.Limits)
+		}
+		if got := rec.last(t); got.Decision != sdk.DecisionChallenge || got.Reason != ReasonChallenge || got.LockoutUntil != nil {
+			t.Errorf("audit event: decision %q reason %q lockout_until %v; want challenge, challenge_required, none", got.Decision, got.Reason, got.LockoutUntil)
+		}
+		// Passed: allowed with reason ok, and logged (the ip rule counts it).
+		in.ChallengePassed = true
+		d = mustCheck(t, g, in)
+		wantDecision(t, d, true, ReasonOK)
+		if d.Limits[0].Remaining != 0 || d.Limits[1].Remaining != 1 {
+			t.Errorf("passed limits = %+v; want device 0, ip 1", d.Limits)
+		}
+		wantDecision(t, mustCheck(t, g, in), true, ReasonOK)
+		// The ip deny rule is full now: passing the challenge does not lift
+		// it, and the denial is counted (count_denials: one failure strikes).
+		d = mustCheck(t, g, in)
+		wantDecision(t, d, false, ReasonRateLimited)
+		wantDecision(t, mustCheck(t, g, in), false, ReasonLockedOut)
+		// No challenge was ever a failure: the first strike came with the
+		// first rate-limit denial.
+		if got := rec.all(); got[len(got)-2].LockoutUntil == nil {
+			t.Errorf("the rate-limit denial struck nothing; want the count_denials strike")
+		}
+	})
+}
+
+func TestShadowChallengeRule(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		g, _ := newGuard(t, b, signupPolicy(true))
+		in := CheckInput{Action: "signup", Subject: subj("", "203.0.113.7", "d-1")}
+		for range 2 {
+			wantDecision(t, mustCheck(t, g, in), true, ReasonOK)
+		}
+		wantDecision(t, mustCheck(t, g, in), true, ReasonShadow)
+		in.ChallengePassed = true
+		wantDecision(t, mustCheck(t, g, in), true, ReasonOK)
+	})
+}
+
+// otpPolicy reserves failures: 3 failed checks of one user strike.
+func otpPolicy() Policy {
+	return Policy{Actions: map[string]Action{
+		"otp_verify": {
+			Limits:          []Rule{{Dimension: DimIP, Limit: 100, Window: time.Minute}},
+			Failures:        []Rule{{Dimension: DimUser, Limit: 3, Window: 10 * time.Minute}},
+			Lockout:         Lockout{Ladder: []time.Duration{time.Minute, 5 * time.Minute}},
+			ReserveFailures: true,
+		},
+	}}
+}
+
+func TestReserveFailuresParallelGuesses(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		g, _ := newGuard(t, b, otpPolicy())
+		const n = 10
+		var wg sync.WaitGroup
+		results := make(chan Decision, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				d, err := g.Check(context.Background(), CheckInput{Action: "otp_verify", Subject: subj("alice", "203.0.113.7", "")})
+				if err != nil {
+					t.Errorf("check %d: %v", i, err)
+				}
+				results <- d
+			}()
+		}
+		wg.Wait()
+		close(results)
+		allowed, locked := 0, 0
+		for d := range results {
+			switch d.Reason {
+			case ReasonOK:
+				allowed++
+			case ReasonLockedOut:
+				locked++
+			}
+		}
+		if allowed != 3 || locked != n-3 {
+			t.Errorf("%d parallel guesses, failure limit 3: %d allowed, %d locked out; want 3, %d", n, allowed, locked, n-3)
+		}
+	})
+}
+
+func TestReserveFailuresSettle(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		g, rec := newGuard(t, b, otpPolicy())
+		in := CheckInput{Action: "otp_verify", Subject: subj("alice", "203.0.113.7", "")}
+		report := func(outcome, id string) ReportOutcome {
+			return mustReport(t, g, ReportInput{Action: "otp_verify", Subject: in.Subject, Outcome: outcome, DecisionID: id})
+		}
+		// A success takes its check's provisional failure back.
+		d := mustCheck(t, g, in)
+		wantDecision(t, d, true, ReasonOK)
+		report(OutcomeSuccess, d.ID)
+		report(OutcomeFailure, d.ID) // settled: changes nothing
+		// Failures settle once: the same id reported twice is one failure.
+		d1 := mustCheck(t, g, in)
+		report(OutcomeFailure, d1.ID)
+		report(OutcomeFailure, d1.ID)
+		d2 := mustCheck(t, g, in)
+		wantDecision(t, d2, true, ReasonOK)
+		if out := report(OutcomeFailure, d2.ID); out.Lockout != nil {
+			t.Fatalf("2 failures of 3: got lockout %+v, want none", out.Lockout)
+		}
+		// The third check's provisional failure strikes: it is allowed, the
+		// next is locked out, and the audit trail shows the strike.
+		d3 := mustCheck(t, g, in)
+		wantDecision(t, d3, true, ReasonOK)
+		if got := rec.last(t); got.LockoutUntil == nil {
+			t.Errorf("striking check: audit event has no lockout_until")
+		}
+		wantDecision(t, mustCheck(t, g, in), false, ReasonLockedOut)
+		// A report without a decision_id, or with one never reserved, is v1.
+		other := CheckInput{Action: "otp_verify", Subject: subj("bob", "203.0.113.8", "")}
+		for i, id := range []string{"", "never-reserved", ""} {
+			out := mustReport(t, g, ReportInput{Action: "otp_verify", Subject: other.Subject, Outcome: OutcomeFailure, DecisionID: id})
+			if (out.Lockout != nil) != (i == 2) {
+				t.Errorf("v1 failure %d: lockout %+v; want one only at the third", i+1, out.Lockout)
+			}
+		}
+	})
+}
+
+// TestReserveWithCountDenials: one check script carries both escalations
+// (the reservation on an allowance, the denial's failure on a denial), and
+// both count in the same failure log.
+func TestReserveWithCountDenials(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		pol := otpPolicy()
+		a := pol.Actions["otp_verify"]
+		a.Limits = []Rule{{Dimension: DimUser, Limit: 1, Window: time.Minute}}
+		a.Lockout.CountDenials = true
+		pol.Actions["otp_verify"] = a
+		g, rec := newGuard(t, b, pol)
+		in := CheckInput{Action: "otp_verify", Subject: subj("carol", "203.0.113.9", "")}
+		wantDecision(t, mustCheck(t, g, in), true, ReasonOK)           // reserved: 1 of 3
+		wantDecision(t, mustCheck(t, g, in), false, ReasonRateLimited) // denial: 2 of 3
+		wantDecision(t, mustCheck(t, g, in), false, ReasonRateLimited) // denial: 3 of 3, strikes
+		if got := rec.last(t); got.LockoutUntil == nil {
+			t.Errorf("third check struck nothing; want the strike (1 reserved + 2 denials)")
+		}
+		wantDecision(t, mustCheck(t, g, in), false, ReasonLockedOut)
+	})
+}
