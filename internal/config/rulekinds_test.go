@@ -28,11 +28,11 @@ func TestParseRuleKinds(t *testing.T) {
 	login, otp := cfg.Guard.Policy.Actions["login"], cfg.Guard.Policy.Actions["otp_send"]
 	got := []abuse.Rule{login.Limits[0], login.Limits[1], login.Limits[2], login.Failures[0], otp.Limits[0]}
 	want := []abuse.Rule{
-		{Name: "login/ip/distinct-user", Dimension: "ip", Distinct: "user", Limit: 20, Window: time.Hour, Algorithm: "log"},
-		{Name: "login/ip", Dimension: "ip", Limit: 60, Window: time.Minute, Algorithm: "log"},
-		{Name: "login/user", Dimension: "user", Limit: 10, Window: time.Minute, Algorithm: "bucket"},
+		{Name: "login/ip/distinct-user", Dimension: "ip", Distinct: "user", Limit: 20, Window: time.Hour, Algorithm: "log", OnLimit: "deny"},
+		{Name: "login/ip", Dimension: "ip", Limit: 60, Window: time.Minute, Algorithm: "log", OnLimit: "deny"},
+		{Name: "login/user", Dimension: "user", Limit: 10, Window: time.Minute, Algorithm: "bucket", OnLimit: "deny"},
 		{Name: "login/ip/distinct-user/failures", Dimension: "ip", Distinct: "user", Limit: 20, Window: time.Hour, Algorithm: "log"},
-		{Name: "otp_send/ip", Dimension: "ip", Limit: 5000000, Window: 24 * time.Hour, Algorithm: "counter"},
+		{Name: "otp_send/ip", Dimension: "ip", Limit: 5000000, Window: 24 * time.Hour, Algorithm: "counter", OnLimit: "deny"},
 	}
 	for i := range want {
 		if got[i] != want[i] {
