@@ -205,12 +205,15 @@ type RuleResult struct {
 	// Allowed reports whether this rule alone admits the attempt.
 	Allowed bool
 	// Count is the number of entries in the window after the decision (as
-	// if recorded, for a dry run).
+	// if recorded, for a dry run); for a counter its estimate rounded up,
+	// for a bucket Limit-Remaining, for a distinct rule the values in the
+	// window.
 	Count int
 	// Remaining is Limit-Count, never below 0.
 	Remaining int
 	// Reset is the time until the oldest entry in the window leaves it; 0
-	// when the window is empty.
+	// when the window is empty. For a counter: until its counts weigh
+	// nothing; for a bucket: until it is full.
 	Reset time.Duration
 	// RetryAfter is, for a rule that does not allow, the time until enough
 	// entries have left for Cost to fit; 0 otherwise.
