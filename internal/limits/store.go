@@ -22,8 +22,9 @@
 //     lockout that ends last; the rules are still trimmed and counted (read
 //     only) so the caller can show what remains, and nothing is logged.
 //  2. Rules: each rule's log is trimmed to (now-W, now] and counted. A rule
-//     allows iff count+Cost <= Limit. The attempt is allowed iff every rule
-//     that is not Shadow allows it.
+//     allows iff count+Cost <= Limit (counters, buckets and distinct sets
+//     decide as kinds.go says). The attempt is allowed iff every rule that
+//     is not Shadow allows it.
 //  3. If allowed and not DryRun: Cost entries are added to the log of every
 //     rule that allows it (enforced rules all do; a shadow rule that would
 //     deny logs nothing); a log that several rules name receives them once,
