@@ -227,7 +227,8 @@ type PolicyAction struct {
 	Shadow         bool          `json:"shadow"`
 }
 
-// PolicyRule is one sliding-window-log rule.
+// PolicyRule is one rule: a sliding-window log, a counter or a bucket
+// (Algorithm), or a distinct-count rule (Distinct).
 type PolicyRule struct {
 	Name      string `json:"name"`
 	Dimension string `json:"dimension"`
