@@ -239,7 +239,8 @@ type PolicyAction struct {
 	ReserveFailures bool `json:"reserve_failures"`
 }
 
-// PolicyRule is one sliding-window-log rule.
+// PolicyRule is one rule: a sliding-window log, a counter or a bucket
+// (Algorithm), or a distinct-count rule (Distinct).
 type PolicyRule struct {
 	Name      string `json:"name"`
 	Dimension string `json:"dimension"`

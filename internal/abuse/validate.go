@@ -90,7 +90,9 @@ func (ps *problems) add(e PolicyError) {
 // DefaultDecay, on_store_failure is "local"; list users are normalised and
 // IPv4-mapped CIDRs become IPv4. It rejects no actions, an action with
 // neither limits nor failures, unknown dimensions, limits outside
-// 1..MaxRuleLimit, windows below 1ms or not in whole milliseconds, two rules
+// 1..MaxRuleLimit (MaxCounterLimit, MaxDistinctLimit for those kinds),
+// unknown algorithms, an algorithm but log on a failure or distinct rule, a
+// distinct field other than user or device or within the dimension, windows below 1ms or not in whole milliseconds, two rules
 // of one action on one dimension without distinct names, duplicate rule
 // names, failures without a ladder, count_denials without failures, unknown
 // on_store_failure values and malformed names or list entries. Every

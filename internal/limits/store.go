@@ -22,8 +22,9 @@
 //     lockout that ends last; the rules are still trimmed and counted (read
 //     only) so the caller can show what remains, and nothing is logged.
 //  2. Rules: each rule's log is trimmed to (now-W, now] and counted. A rule
-//     allows iff count+Cost <= Limit. The attempt is allowed iff every rule
-//     that is not Shadow allows it.
+//     allows iff count+Cost <= Limit (counters, buckets and distinct sets
+//     decide as kinds.go says). The attempt is allowed iff every rule that
+//     is not Shadow allows it.
 //  3. If allowed and not DryRun: Cost entries are added to the log of every
 //     rule that allows it (enforced rules all do; a shadow rule that would
 //     deny logs nothing); a log that several rules name receives them once,
@@ -238,12 +239,15 @@ type RuleResult struct {
 	// Allowed reports whether this rule alone admits the attempt.
 	Allowed bool
 	// Count is the number of entries in the window after the decision (as
-	// if recorded, for a dry run).
+	// if recorded, for a dry run); for a counter its estimate rounded up,
+	// for a bucket Limit-Remaining, for a distinct rule the values in the
+	// window.
 	Count int
 	// Remaining is Limit-Count, never below 0.
 	Remaining int
 	// Reset is the time until the oldest entry in the window leaves it; 0
-	// when the window is empty.
+	// when the window is empty. For a counter: until its counts weigh
+	// nothing; for a bucket: until it is full.
 	Reset time.Duration
 	// RetryAfter is, for a rule that does not allow, the time until enough
 	// entries have left for Cost to fit; 0 otherwise.
