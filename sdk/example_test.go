@@ -42,6 +42,34 @@ func ExampleClient_Check() {
 	// "login/user";q=30;w=900, "login/ip";q=60;w=60
 }
 
+func ExampleCheckResponse_Challenge() {
+	url, stop := startGuard()
+	defer stop()
+	c := sdk.New(url, "k-check")
+	ctx := context.Background()
+
+	// The default signup policy challenges a device after 5 sign-ups an
+	// hour instead of denying it.
+	req := sdk.Subject{Device: "d-family-pc"}.Check("signup")
+	var resp *sdk.CheckResponse
+	for range 6 {
+		var err error
+		if resp, err = c.Check(ctx, req); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Println(resp.Decision, resp.Reason, resp.Challenge())
+
+	// The person solved the CAPTCHA (verified on the server): check again.
+	req.ChallengePassed = true
+	if resp, err := c.Check(ctx, req); err == nil {
+		fmt.Println(resp.Decision, resp.Reason)
+	}
+	// Output:
+	// challenge challenge_required true
+	// allow ok
+}
+
 func ExampleClient_Check_denied() {
 	url, stop := startGuard()
 	defer stop()

@@ -122,3 +122,50 @@ func TestModuleGraph(t *testing.T) {
 		t.Errorf("module graph lacks the SDK:\n%s", out)
 	}
 }
+
+// TestGinChallenge: a challenged sign-up (the built-in policy challenges a
+// device after 5 an hour) aborts the chain with 429 challenge_required; a
+// verified proof lets the handler run.
+func TestGinChallenge(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	client := sdk.New(startGuard(t), "k-check")
+	r := gin.New()
+	ran := 0
+	r.POST("/signup", guardgin.Middleware(&sdk.Middleware{
+		Client: client, Action: "signup", DeviceHeader: "X-Device",
+		ChallengePassed: func(r *http.Request) bool { return r.Header.Get("X-Captcha") == "verified" },
+	}), func(c *gin.Context) {
+		ran++
+		c.Status(http.StatusNoContent)
+	})
+	app := httptest.NewServer(r)
+	defer app.Close()
+	post := func(captcha string) *http.Response {
+		req, _ := http.NewRequest("POST", app.URL+"/signup", nil)
+		req.Header.Set("X-Device", "d-gin")
+		if captcha != "" {
+			req.Header.Set("X-Captcha", captcha)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	for i := range 5 {
+		if resp := post(""); resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("sign-up %d: %d", i+1, resp.StatusCode)
+		}
+	}
+	resp := post("")
+	var body struct{ Error struct{ Code string } }
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	if resp.StatusCode != http.StatusTooManyRequests || body.Error.Code != "challenge_required" || resp.Header.Get("Retry-After") != "" || ran != 5 {
+		t.Errorf("sixth sign-up: %d %q Retry-After %q, handler ran %d times; want 429 challenge_required, no Retry-After, 5 runs",
+			resp.StatusCode, body.Error.Code, resp.Header.Get("Retry-After"), ran)
+	}
+	if resp := post("verified"); resp.StatusCode != http.StatusNoContent || ran != 6 {
+		t.Errorf("with a verified proof: %d, handler ran %d times; want 204, 6", resp.StatusCode, ran)
+	}
+}
