@@ -23,6 +23,8 @@ func TestHelp(t *testing.T) {
 		{"guard migrate up --help", []string{"migrate", "up", "--help"}, []string{"up|down|version"}},
 		{"guard audit --help", []string{"audit", "--help"}, []string{"-user", "-ip", "-device", "-action", "-decision", "-reason", "-kind", "-since", "-until", "-limit", "-format", "GUARD_API_KEY"}},
 		{"guard bench --help", []string{"bench", "--help"}, []string{"-duration", "-concurrency", "-redis-url"}},
+		{"guard config check --help", []string{"config", "check", "--help"}, []string{"Usage: guard config check", "-strict", "exit 0", "FILE:LINE"}},
+		{"guard help config", []string{"help", "config"}, []string{"Usage: guard config check"}},
 		{"guard health --help", []string{"health", "--help"}, []string{"/healthz", "-ready", "-url"}},
 		{"guard serve --help names --listen", []string{"serve", "--help"}, []string{"-listen", "GUARD_LISTEN"}},
 		{"guard --version", []string{"--version"}, []string{"guard ", runtime.Version()}},
