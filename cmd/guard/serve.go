@@ -11,8 +11,11 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/guardhq/guard/internal/config"
@@ -23,6 +26,11 @@ const serveHelp = `
 Runs the Guard HTTP service until SIGINT or SIGTERM, then
 shuts down gracefully: it stops accepting connections, finishes the requests
 in flight, flushes the audit trail and closes Redis and Postgres.
+
+SIGHUP re-reads the config file: a valid one replaces the policy, lists and
+API keys for every request that starts after it ("config reloaded"); an
+invalid one changes nothing (every problem logged, alert config_rejected).
+Listen, Redis, database, key secret and audit settings need a restart.
 
 Configuration: the YAML file of --config (or GUARD_CONFIG), then the
 environment: GUARD_LISTEN (default 127.0.0.1:8080; --listen wins),
@@ -91,10 +99,14 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if len(cfg.API.Keys) == 0 {
 		logger.Warn("no api_keys configured: every /v1 request will be answered 401; add api_keys to the config file")
 	}
-	a, err := newApp(ctx, logger, cfg, appOptions{migrate: *migrate})
+	a, err := newApp(ctx, logger, cfg, appOptions{migrate: *migrate, listen: *listen})
 	if err != nil {
 		return err
 	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go a.reloader.Watch(ctx, hup)
 	return a.serve(ctx, *shutdownTimeout)
 }
 
