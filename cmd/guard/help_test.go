@@ -24,6 +24,7 @@ func TestHelp(t *testing.T) {
 		{"guard audit --help", []string{"audit", "--help"}, []string{"-user", "-ip", "-device", "-action", "-decision", "-reason", "-kind", "-since", "-until", "-limit", "-format", "GUARD_API_KEY"}},
 		{"guard bench --help", []string{"bench", "--help"}, []string{"-duration", "-concurrency", "-redis-url"}},
 		{"guard config check --help", []string{"config", "check", "--help"}, []string{"Usage: guard config check", "-strict", "exit 0", "FILE:LINE"}},
+		{"guard backtest --help", []string{"backtest", "--help"}, []string{"Usage: guard backtest", "-since", "-until", "-action", "-format", "-database-url", "read-only"}},
 		{"guard help config", []string{"help", "config"}, []string{"Usage: guard config check"}},
 		{"guard health --help", []string{"health", "--help"}, []string{"/healthz", "-ready", "-url"}},
 		{"guard serve --help names --listen", []string{"serve", "--help"}, []string{"-listen", "GUARD_LISTEN"}},
