@@ -81,13 +81,7 @@ func newApp(ctx context.Context, logger *slog.Logger, cfg *config.Config, opts a
 	}
 	a.guard = first.Guard
 	a.reloader, err = reload.New(logger, reload.Config{
-		Load: func() (*config.Config, error) {
-			c, err := config.Load(cfg.File, cfg.Env)
-			if err == nil && opts.listen != "" {
-				err = c.SetListen(opts.listen)
-			}
-			return c, err
-		},
+		Load:  func() (*config.Config, error) { return cfg.Reread(opts.listen) },
 		Build: a.buildRuntime,
 		Alert: a.alerts.Event,
 		// Settings outside the runtime take a reloaded config here: the

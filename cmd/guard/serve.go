@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -11,8 +9,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
 	"slices"
 	"strings"
 	"syscall"
@@ -74,7 +70,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			return fmt.Errorf("serve: %w", err)
 		}
 	}
-	generated, err := ensureKeySecret(cfg)
+	generated, err := cfg.EnsureKeySecret()
 	if err != nil {
 		return err
 	}
@@ -103,29 +99,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	go a.reloader.Watch(ctx, hup)
+	defer a.reloader.Notify(ctx, syscall.SIGHUP)()
 	return a.serve(ctx, *shutdownTimeout)
-}
-
-// ensureKeySecret makes up a key secret when none is configured and that is
-// safe: with Redis, instances and restarts must hash identifiers alike, so
-// a missing secret is an error there.
-func ensureKeySecret(cfg *config.Config) (generated bool, err error) {
-	if len(cfg.Guard.KeySecret) != 0 {
-		return false, nil
-	}
-	if cfg.Redis.Enabled() {
-		return false, errors.New("key_secret is required with a Redis URL (every instance and every restart must hash identifiers with the same secret): set GUARD_KEY_SECRET or key_secret, e.g. to the output of openssl rand -hex 32")
-	}
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return false, fmt.Errorf("generate key secret: %w", err)
-	}
-	cfg.Guard.KeySecret = []byte(hex.EncodeToString(b))
-	return true, nil
 }
 
 func actionNames(cfg *config.Config) string {

@@ -3,6 +3,7 @@ package backtest
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -10,9 +11,36 @@ import (
 
 	"github.com/mattn/go-isatty"
 
+	"github.com/guardhq/guard/internal/api"
 	"github.com/guardhq/guard/internal/audit"
 	"github.com/guardhq/guard/internal/config"
 )
+
+// Help is `guard backtest --help`'s description.
+const Help = `
+Replays the audit trail's recorded checks and reports, oldest first,
+through the candidate config's policy on an in-memory limiter whose clock is
+the events' own times, and prints per action: events replayed, decisions
+that change (allow->deny, deny->allow, ...), lockouts started before and
+after, and the most affected users, IPs and devices. It reads Postgres
+(--database-url, else GUARD_DATABASE_URL, else the candidate's database_url)
+over a read-only connection and never touches Redis. --since and --until
+take RFC 3339 times, dates or durations ago (24h, 7d).
+
+Limits: callers react to answers (a denied attacker's next moves are not in
+the trail), a check's cost is not recorded (replayed as 1), and a
+pseudonymized trail cannot match CIDR lists. See docs/operations.md.`
+
+// Flags binds o to the command's flags on fs; Execute resolves --since
+// and --until.
+func (o *Options) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.ConfigPath, "config", "", "candidate config file (default: GUARD_CONFIG)")
+	fs.StringVar(&o.DatabaseURL, "database-url", "", "audit database (default: GUARD_DATABASE_URL, else the candidate's database_url)")
+	fs.StringVar(&o.SinceArg, "since", "24h", "replay events at or after this time")
+	fs.StringVar(&o.UntilArg, "until", "", "replay events before this time (default: now)")
+	fs.StringVar(&o.Action, "action", "", "replay only this action")
+	fs.StringVar(&o.Format, "format", "table", "output: table or json")
+}
 
 // Options are `guard backtest`'s flags.
 type Options struct {
@@ -23,8 +51,11 @@ type Options struct {
 	Env config.Env
 	// DatabaseURL, when set, wins over both.
 	DatabaseURL string
-	// Since (inclusive) and Until (exclusive) bound the replayed events.
-	Since, Until time.Time
+	// Since (inclusive) and Until (exclusive) bound the replayed events;
+	// when zero they come from SinceArg and UntilArg (api.ParseTime: RFC
+	// 3339, a date, or a duration ago; UntilArg "" is now).
+	Since, Until       time.Time
+	SinceArg, UntilArg string
 	// Action, when set, replays one action.
 	Action string
 	// Format is "table" (default) or "json".
@@ -36,6 +67,21 @@ type Options struct {
 // database read-only and writes the report to stdout; a progress bar goes
 // to stderr when stderr is a terminal.
 func Execute(ctx context.Context, o Options, stdout, stderr io.Writer) error {
+	now := time.Now()
+	var err error
+	if o.Since.IsZero() {
+		if o.Since, err = api.ParseTime(o.SinceArg, now); err != nil {
+			return fmt.Errorf("--since: %w", err)
+		}
+	}
+	if o.Until.IsZero() {
+		o.Until = now
+		if o.UntilArg != "" {
+			if o.Until, err = api.ParseTime(o.UntilArg, now); err != nil {
+				return fmt.Errorf("--until: %w", err)
+			}
+		}
+	}
 	switch o.Format {
 	case "", "table", "json":
 	default:

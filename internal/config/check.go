@@ -5,6 +5,26 @@ import (
 	"io"
 )
 
+// CheckHelp is `guard config check --help`'s description.
+const CheckHelp = `
+Validates a config file exactly as serve would (the file of --config or
+GUARD_CONFIG, then the GUARD_* environment) and prints every problem as
+FILE:LINE: message; exits 1 when there is any. It also prints warnings
+where the policy departs from published guidance (NIST SP 800-63B, OWASP),
+each citing its source; warnings do not fail the check (exit 0) unless
+--strict is given. serve logs the same warnings at start and on reload.`
+
+// Reread loads the file c was loaded from again, with the same
+// environment and serve's --listen override (listen, "" for none): what a
+// reload (SIGHUP) reads.
+func (c *Config) Reread(listen string) (*Config, error) {
+	n, err := Load(c.File, c.Env)
+	if err == nil && listen != "" {
+		err = n.SetListen(listen)
+	}
+	return n, err
+}
+
 // CheckResult is what `guard config check` found in a config: the problems
 // that make serve refuse it and the warnings it would log.
 type CheckResult struct {
@@ -21,8 +41,8 @@ type CheckResult struct {
 
 // Check loads the config exactly as serve does (Load: the file of path or
 // GUARD_CONFIG, then the environment) and reports every problem and
-// warning. cfg is nil when there are problems; a caller with checks of its
-// own (serve's key secret rule) adds their errors to Problems.
+// warning, serve's key secret rule (EnsureKeySecret) included. cfg is nil
+// when there are problems.
 func Check(path string, env Env) (*Config, CheckResult) {
 	if path == "" {
 		path = env.Get(EnvConfig)
@@ -34,6 +54,12 @@ func Check(path string, env Env) (*Config, CheckResult) {
 	cfg, err := Load(path, env)
 	if err != nil {
 		res.Problems = unjoin(err)
+		return nil, res
+	}
+	// serve's own rule, on the same config (a secret it would make up is
+	// harmless here).
+	if _, err := cfg.EnsureKeySecret(); err != nil {
+		res.Problems = []error{fmt.Errorf("%s: %w", res.Name, err)}
 		return nil, res
 	}
 	res.Warnings = cfg.Warnings

@@ -17,6 +17,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
 	"sync"
@@ -90,6 +91,19 @@ func (r *Reloader) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 
 // Current is the runtime new requests get.
 func (r *Reloader) Current() *Runtime { return r.cur.Load() }
+
+// Notify reloads on each of the signals (SIGHUP) until ctx ends or the
+// returned stop is called.
+func (r *Reloader) Notify(ctx context.Context, sig ...os.Signal) (stop func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, sig...)
+	ctx, cancel := context.WithCancel(ctx)
+	go r.Watch(ctx, ch)
+	return func() {
+		signal.Stop(ch)
+		cancel()
+	}
+}
 
 // Watch reloads on every value from sig (SIGHUP) until ctx ends. Signals
 // that arrive during a reload are coalesced by the channel's buffer.
