@@ -37,6 +37,7 @@ type app struct {
 	guard    *abuse.Guard   // the first runtime's; reloads replace the reloader's
 	handler  http.Handler
 	reloader *reload.Reloader
+	apiState *api.State // review sign-outs and export slots, across reloads
 	alerts   *alert.Notifier
 	// stopping is closed when the HTTP server begins a graceful stop; it
 	// cuts off audit exports in flight (api.Deps.Stopping).
@@ -117,7 +118,11 @@ func (a *app) buildRuntime(cfg *config.Config, prev *reload.Runtime) (*reload.Ru
 	// from the key secret, as the audit cursors' does.
 	apiCfg := cfg.API
 	apiCfg.SessionSecret = derive(cfg.Guard.KeySecret, "ui-session")
+	if a.apiState == nil {
+		a.apiState = api.NewState(apiCfg, nil)
+	}
 	h, err := api.New(a.log, apiCfg, api.Deps{
+		State:           a.apiState,
 		Guard:           g,
 		Audit:           a.audit,
 		Cursors:         audit.NewCursorCodec(derive(cfg.Guard.KeySecret, "audit-cursor")),

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,6 +38,7 @@ const (
 api_keys:
   - {name: auth, scopes: [check], key: "` + checkKey + `"}
   - {name: only-a, scopes: [check], key: "k-only-a-0123456789abcdef"}
+  - {name: review, scopes: ["audit:read"], key: "k-review-0123456789abcdef"}
 actions:
   login:
     limits:
@@ -46,6 +49,7 @@ actions:
 api_keys:
   - {name: auth, scopes: [check], key: "` + checkKey + `"}
   - {name: only-b, scopes: [check], key: "k-only-b-0123456789abcdef"}
+  - {name: review, scopes: ["audit:read"], key: "k-review-0123456789abcdef"}
 actions:
   login:
     limits:
@@ -122,6 +126,10 @@ func newStack(t *testing.T, first string, alerts *alert.Notifier) *stack {
 	store := limits.NewMemory(limits.MemoryConfig{})
 	t.Cleanup(func() { store.Close() })
 	trail := audit.NewMemoryStore(0)
+	// As serve does: one session secret (derived from key_secret, which a
+	// reload keeps) and one api.State for every runtime.
+	secret := []byte("session-secret")
+	state := api.NewState(api.Config{SessionSecret: secret}, nil)
 	build := func(cfg *config.Config, prev *Runtime) (*Runtime, error) {
 		var g *abuse.Guard
 		var err error
@@ -133,7 +141,9 @@ func newStack(t *testing.T, first string, alerts *alert.Notifier) *stack {
 		if err != nil {
 			return nil, err
 		}
-		h, err := api.New(logger, cfg.API, api.Deps{Guard: g, Audit: trail, Cursors: audit.NewCursorCodec([]byte("cursor-secret"))})
+		apiCfg := cfg.API
+		apiCfg.SessionSecret = secret
+		h, err := api.New(logger, apiCfg, api.Deps{Guard: g, Audit: trail, Cursors: audit.NewCursorCodec([]byte("cursor-secret")), State: state})
 		if err != nil {
 			return nil, err
 		}
@@ -408,5 +418,68 @@ func TestInvalidReloadChangesNothing(t *testing.T) {
 	}
 	if !slices.Contains(alert.Events(), alert.ConfigRejected) {
 		t.Error("alert.Events() lacks config_rejected (no metrics series)")
+	}
+}
+
+// TestReloadKeepsSignOuts: a review session signed out before a reload
+// stays signed out after it (the handlers share api.State), while one
+// still signed in stays valid.
+func TestReloadKeepsSignOuts(t *testing.T) {
+	s := newStack(t, policyA, nil)
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	post := func(path, cookie string, v url.Values) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, s.srv.URL+path, strings.NewReader(v.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Accept", "text/html")
+		if cookie != "" {
+			req.Header.Set("Cookie", cookie)
+		}
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	page := func(cookie string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, s.srv.URL+"/ui/events", nil)
+		req.Header.Set("Accept", "text/html")
+		req.Header.Set("Cookie", cookie)
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	signIn := func() string {
+		resp := post("/ui/login", "", url.Values{"key": {"k-review-0123456789abcdef"}})
+		if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 {
+			t.Fatalf("sign-in = %d with cookies %v, want 303 and a session", resp.StatusCode, resp.Cookies())
+		}
+		return resp.Cookies()[0].Name + "=" + resp.Cookies()[0].Value
+	}
+	out, in := signIn(), signIn()
+	status, body := page(out)
+	const marker = `name="csrf" value="`
+	i := strings.Index(body, marker)
+	if status != http.StatusOK || i < 0 {
+		t.Fatalf("events page = %d, want 200 with a CSRF token", status)
+	}
+	csrf := body[i+len(marker):]
+	csrf = csrf[:strings.IndexByte(csrf, '"')]
+	if resp := post("/ui/logout", out, url.Values{"csrf": {csrf}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign-out = %d, want 303", resp.StatusCode)
+	}
+	s.write(t, policyB)
+	if err := s.r.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if status, _ := page(out); status == http.StatusOK {
+		t.Errorf("the signed-out session's cookie opens the review pages again after a reload")
+	}
+	if status, _ := page(in); status != http.StatusOK {
+		t.Errorf("a signed-in session after a reload: %d, want 200", status)
 	}
 }
