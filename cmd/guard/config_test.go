@@ -62,3 +62,13 @@ func TestConfigCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestServeLogsPolicyWarnings: serve logs the warnings config check
+// prints, from the same list.
+func TestServeLogsPolicyWarnings(t *testing.T) {
+	cfg := strings.Replace(e2eConfig(t.TempDir()), "{dimension: user, limit: 2, window: 15m}", "{dimension: user, limit: 500, window: 24h}", 1)
+	g := startGuard(t, cfg, nil)
+	if !g.log.has("WARN", "500 failures allowed per account before a lockout; at most 100 (NIST SP 800-63B §5.2.2)") {
+		t.Errorf("serve did not log the policy warning; log:\n%s", g.log.dump())
+	}
+}
