@@ -17,9 +17,10 @@
 //     cost 1. Nor does it record challenge_passed or manual lockouts'
 //     effect on later checks (admin events are not replayed).
 //   - Pseudonymized trails (audit.pseudonymize) hold keyed hashes: users
-//     and devices still match themselves, but an IP hash is no address, so
-//     CIDR lists cannot match it and IPv6 addresses cannot be aggregated;
-//     each IP hash replays as its own synthetic address (its own /64).
+//     and devices still match themselves, but the candidate's lists (CIDRs,
+//     users, devices) cannot match a hash, and an IP hash is no address, so
+//     IPv6 addresses cannot be aggregated; each IP hash replays as its own
+//     synthetic address (its own /64).
 //   - A report replays only when its check would have gone ahead: a report
 //     that names its check's decision_id (within ReportHorizon) is dropped
 //     when the candidate denies that check. Reports without a decision_id

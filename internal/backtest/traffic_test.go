@@ -85,16 +85,16 @@ type events []audit.Event
 
 func (e *events) Record(ev audit.Event) { *e = append(*e, ev) }
 
-// record runs the script through a Guard with the baseline policy on a
+// record runs the script (with pseudonymized audit events, if asked) through a Guard with the baseline policy on a
 // simulated clock and returns the audit trail it writes.
-func record(t testing.TB) []audit.Event {
+func record(t testing.TB, pseudonymize bool) []audit.Event {
 	t.Helper()
 	var clock atomic.Int64
 	now := func() time.Time { return time.UnixMilli(clock.Load()).UTC() }
 	store := limits.NewMemory(limits.MemoryConfig{Now: now})
 	defer store.Close()
 	var trail events
-	g, err := abuse.New(nil, abuse.Config{Policy: baseline(), KeySecret: []byte("recorded-secret"), Now: now}, store, &trail, nil)
+	g, err := abuse.New(nil, abuse.Config{Policy: baseline(), KeySecret: []byte("recorded-secret"), Now: now, Pseudonymize: pseudonymize}, store, &trail, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

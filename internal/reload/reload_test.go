@@ -271,11 +271,23 @@ func TestReloadUnderLoad(t *testing.T) {
 			}
 		}()
 	}
+	workersDone := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(workersDone)
+	}()
+	waitChecks := func(n int) {
+		for range n {
+			select {
+			case <-progress:
+			case <-workersDone:
+				t.Fatal("every worker stopped (see the errors above)")
+			}
+		}
+	}
 	for i := range reloads {
 		// Let some checks run on the current policy first.
-		for range 5 {
-			<-progress
-		}
+		waitChecks(5)
 		next := policyB
 		if i%2 == 1 {
 			next = policyA
@@ -285,11 +297,9 @@ func TestReloadUnderLoad(t *testing.T) {
 			t.Fatalf("reload %d: %v", i, err)
 		}
 	}
-	for range 5 {
-		<-progress
-	}
+	waitChecks(5)
 	stop.Store(true)
-	wg.Wait()
+	<-workersDone
 	t.Logf("%d checks answered across %d reloads: %d by A, %d by B", answered.Load(), reloads, seen[0].Load(), seen[1].Load())
 	if seen[0].Load() == 0 || seen[1].Load() == 0 {
 		t.Errorf("answers by A, B = %d, %d: want both policies to have decided", seen[0].Load(), seen[1].Load())
