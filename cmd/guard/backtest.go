@@ -14,6 +14,9 @@ func runBacktest(ctx context.Context, e *env, args []string) error {
 	if err := parseFlags(e, fs, args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("backtest: unexpected argument %q", fs.Arg(0))
+	}
 	if err := backtest.Execute(ctx, o, e.stdout, e.stderr); err != nil {
 		return fmt.Errorf("backtest: %w", err)
 	}

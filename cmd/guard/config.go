@@ -20,6 +20,9 @@ func runConfig(_ context.Context, e *env, args []string) error {
 	if err := parseFlags(e, fs, args[1:]); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return errors.New("config check: unexpected argument " + fs.Arg(0) + " (the file goes after --config)")
+	}
 	_, res := config.Check(*path, e.env)
 	res.Print(e.stdout, e.stderr)
 	return res.Err(*strict)

@@ -63,6 +63,8 @@ func TestUsageErrors(t *testing.T) {
 		{"audit bad format", []string{"audit", "--key", "k", "--format", "xml"}, "unknown --format"},
 		{"audit bad since", []string{"audit", "--key", "k", "--since", "yesterday"}, "--since"},
 		{"serve bad --listen", []string{"serve", "--listen", "8080"}, "--listen"},
+		{"config without check", []string{"config"}, `want "guard config check"`},
+		{"config check with a bare file", []string{"config", "check", "guard.yaml"}, "unexpected argument guard.yaml"},
 		{"bench unknown mode", []string{"bench", "--modes", "raw-multi"}, `unknown mode "raw-multi"`},
 	}
 	for _, tt := range tests {
