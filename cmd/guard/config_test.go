@@ -12,7 +12,7 @@ import (
 // TestConfigCheck drives `guard config check` as an operator would: its
 // exit status (run's error) and what it prints.
 func TestConfigCheck(t *testing.T) {
-	const good = "key_secret: check-secret-0123456789\nactions:\n  login:\n    limits:\n      - {dimension: ip, limit: 60, window: 1m}\n" +
+	const good = "key_secret: check-secret-0123456789\napi_keys:\n  - {name: a, scopes: [check], key: k-0123456789abcdef}\nactions:\n  login:\n    limits:\n      - {dimension: ip, limit: 60, window: 1m}\n" +
 		"    failures:\n      - {dimension: user, limit: 50, window: 24h}\n    lockout: {ladder: [1m, 5m]}\n"
 	tests := []struct {
 		name       string
@@ -27,9 +27,9 @@ func TestConfigCheck(t *testing.T) {
 		{name: "problems", file: "actions:\n  login:\n    limits:\n      - {dimension: usr, limit: 0, window: 1m}\nlisten: nope\n",
 			wantErr: "3 problems", wantStderr: []string{"guard.yaml:4: ", `unknown dimension "usr"`, "limit must be between", "guard.yaml:5: listen"}},
 		{name: "warnings pass", file: strings.Replace(good, "limit: 50", "limit: 500", 1),
-			wantStdout: "1 warning", wantStderr: []string{"guard.yaml:7: warning: action login: 500 failures allowed per account", "NIST SP 800-63B"}},
+			wantStdout: "1 warning", wantStderr: []string{"guard.yaml:9: warning: action login: 500 failures allowed per account", "NIST SP 800-63B"}},
 		{name: "warnings fail with --strict", file: strings.Replace(good, "limit: 50", "limit: 500", 1), args: []string{"--strict"},
-			wantErr: "1 warning (--strict)", wantStderr: []string{"guard.yaml:7: warning:"}},
+			wantErr: "1 warning (--strict)", wantStderr: []string{"guard.yaml:9: warning:"}},
 		{name: "environment as serve reads it", file: good, env: map[string]string{"GUARD_DATABASE_URL": "mysql://x"},
 			wantErr: "1 problem", wantStderr: []string{"GUARD_DATABASE_URL: scheme must be one of postgres"}},
 		{name: "serve's key secret rule", file: strings.Replace(good, "key_secret: check-secret-0123456789\n", "redis_url: redis://127.0.0.1:6379/0\n", 1),

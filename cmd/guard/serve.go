@@ -79,11 +79,6 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			"lockouts do not survive a restart and audit cursors break. Set GUARD_KEY_SECRET " +
 			"or key_secret (e.g. openssl rand -hex 32).")
 	}
-	if len(cfg.Guard.KeySecret) < config.WeakSecretBytes {
-		logger.Warn("WEAK KEY SECRET: key_secret is shorter than 16 bytes, so the hashes of "+
-			"low-entropy identifiers (phone numbers) could be guessed from Redis; use e.g. openssl rand -hex 32",
-			"bytes", len(cfg.Guard.KeySecret))
-	}
 	for _, w := range cfg.Warnings {
 		logger.Warn(w.Msg, "where", w.Where)
 	}
@@ -91,9 +86,6 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		logger.Info("no config file; running the built-in default policy", "actions", actionNames(cfg))
 	} else {
 		logger.Info("config loaded", "file", cfg.File, "actions", actionNames(cfg), "policy_from_file", cfg.PolicyFromFile)
-	}
-	if len(cfg.API.Keys) == 0 {
-		logger.Warn("no api_keys configured: every /v1 request will be answered 401; add api_keys to the config file")
 	}
 	a, err := newApp(ctx, logger, cfg, appOptions{migrate: *migrate, listen: *listen})
 	if err != nil {

@@ -145,3 +145,19 @@ func ladderText(l []time.Duration) string {
 	}
 	return "[" + strings.Join(s, ", ") + "]"
 }
+
+// warnSecrets warns about a short key secret (from the file or
+// GUARD_KEY_SECRET) and about a config without API keys.
+func (d *decoder) warnSecrets(cfg *Config) {
+	if n := len(cfg.Guard.KeySecret); n > 0 && n < WeakSecretBytes {
+		where := EnvKeySecret
+		if cfg.Env.Get(EnvKeySecret) == "" {
+			where = fmt.Sprintf("%s:%d", d.file, d.lines["key_secret"])
+		}
+		cfg.Warnings = append(cfg.Warnings, Warning{Where: where, Msg: fmt.Sprintf("WEAK KEY SECRET: key_secret is %d bytes, shorter than %d, "+
+			"so the hashes of low-entropy identifiers (phone numbers) could be guessed from Redis; use e.g. openssl rand -hex 32", n, WeakSecretBytes)})
+	}
+	if len(cfg.API.Keys) == 0 {
+		cfg.Warnings = append(cfg.Warnings, Warning{Where: d.file, Msg: "no api_keys configured: every /v1 request will be answered 401; add api_keys to the config file"})
+	}
+}

@@ -66,7 +66,9 @@ func TestAdvice(t *testing.T) {
 			}
 			var got []string
 			for _, w := range cfg.Warnings {
-				got = append(got, strings.TrimPrefix(w.Where, "p.yaml:")+": "+w.Msg)
+				if strings.HasPrefix(w.Msg, "action ") { // the policy's, not "no api_keys"
+					got = append(got, strings.TrimPrefix(w.Where, "p.yaml:")+": "+w.Msg)
+				}
 			}
 			// A want entry without a line continues the warning before.
 			var n int
@@ -100,8 +102,42 @@ func TestAdviceSparesTheDefaultPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
-	if got := cfg.Warnings; len(got) != 0 {
-		t.Errorf("warnings of the built-in policy = %v, want none", got)
+	for _, w := range cfg.Warnings {
+		if strings.HasPrefix(w.Msg, "action ") {
+			t.Errorf("the built-in policy draws warning %+v, want none", w)
+		}
+	}
+}
+
+func TestWarnSecrets(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		env  Env
+		want []string // Where + ": " + the start of Msg
+	}{
+		{"no api keys", "key_secret: 0123456789abcdef0123\n", noEnv, []string{"g.yaml: no api_keys configured"}},
+		{"weak secret in the file", "key_secret: short\napi_keys:\n  - {name: a, scopes: [check], key: k-0123456789abcdef}\n", noEnv,
+			[]string{"g.yaml:1: WEAK KEY SECRET: key_secret is 5 bytes"}},
+		{"weak secret in the environment", "api_keys:\n  - {name: a, scopes: [check], key: k-0123456789abcdef}\n", Env{EnvKeySecret: "tiny"},
+			[]string{"GUARD_KEY_SECRET: WEAK KEY SECRET: key_secret is 4 bytes"}},
+		{"neither", "key_secret: 0123456789abcdef0123\napi_keys:\n  - {name: a, scopes: [check], key: k-0123456789abcdef}\n", noEnv, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse("g.yaml", []byte(tt.yaml), tt.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cfg.Warnings) != len(tt.want) {
+				t.Fatalf("warnings = %+v, want %d", cfg.Warnings, len(tt.want))
+			}
+			for i, w := range tt.want {
+				if got := cfg.Warnings[i].Where + ": " + cfg.Warnings[i].Msg; !strings.HasPrefix(got, w) {
+					t.Errorf("warning %d = %q, want it to start %q", i, got, w)
+				}
+			}
+		})
 	}
 }
 

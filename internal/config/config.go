@@ -201,6 +201,7 @@ func Parse(path string, data []byte, env Env) (*Config, error) {
 		return nil, err
 	}
 	d.advise(cfg)
+	d.warnSecrets(cfg)
 	if cfg.Guard.Instance == "" {
 		host, err := os.Hostname()
 		if err != nil || host == "" || !instanceRE.MatchString(host) {
