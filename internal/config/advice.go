@@ -34,9 +34,9 @@ const MaxAccountFailures = 100
 // longer ones into a denial of service against that user.
 const LongLockout = 24 * time.Hour
 
-// Dimension names the advice looks for. DimPhone is the phone-number
-// dimension (API.md v1.1, "Phone numbers"); it is named here as a string
-// so the check works whether or not abuse defines it.
+// dimPhone is the phone-number dimension (API.md v1.1, "Phone numbers"),
+// named here as a string so the advice works whether or not abuse defines
+// it yet.
 const dimPhone = "phone"
 
 // advise appends a warning for every departure from guidance in the
