@@ -127,8 +127,9 @@ func (r *Replayer) Add(ctx context.Context, e audit.Event) error {
 		t = newTally(r.top)
 		r.actions[e.Action] = t
 	}
+	t.replayed++
 	if struck(e) {
-		t.before++ // whether or not the candidate replays it
+		t.before++ // whether or not the candidate runs it
 	}
 	subject := abuse.Subject{User: opt(e.User), IP: opt(replayIP(e.IP)), Device: opt(e.Device)}
 	r.checks.forget(e.At.UnixMilli() - ReportHorizon.Milliseconds())

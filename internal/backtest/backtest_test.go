@@ -72,7 +72,7 @@ func TestBacktestDay(t *testing.T) {
 		wantIPs  []Count
 	}{
 		{name: "tighter", policy: tighter(), want: map[string]ActionReport{
-			"login": {Replayed: 6194 - 590, DroppedReports: 590, Changed: changes("allow->deny", 590),
+			"login": {Replayed: 6194, DroppedReports: 590, Changed: changes("allow->deny", 590),
 				Lockouts: Lockouts{Before: 1, After: 1}},
 			"signup": {Replayed: 10, Changed: changes()},
 		}, wantUser: Count{victim, 91}, wantIPs: []Count{{attackerA, 500}, {attackerB, 90}, {"10.1.0.7", 1}}},

@@ -19,7 +19,9 @@ type Report struct {
 
 // ActionReport is one action's result.
 type ActionReport struct {
-	// Replayed counts the action's checks and reports replayed.
+	// Replayed counts the action's checks and reports read from the
+	// trail; DroppedReports and Skipped are those of them the candidate
+	// did not run.
 	Replayed int64 `json:"replayed"`
 	// Changed counts checks whose decision changed, by "before->after";
 	// every one of Transitions is present.
@@ -31,11 +33,10 @@ type ActionReport struct {
 	// changed decision or a strike that came or went), most first.
 	Top Top `json:"top"`
 	// DroppedReports counts reports not replayed because the candidate
-	// denied the check they name (the attempt would not have been made);
-	// they are not in Replayed.
+	// denied the check they name (the attempt would not have been made).
 	DroppedReports int64 `json:"dropped_reports,omitempty"`
 	// Skipped counts events the candidate cannot take (an action it lacks,
-	// input it refuses); they are not in Replayed.
+	// input it refuses).
 	Skipped int64 `json:"skipped,omitempty"`
 }
 
@@ -79,7 +80,6 @@ func newTally(k int) *tally {
 
 // add compares a recorded event with the candidate's.
 func (t *tally) add(was, now audit.Event) {
-	t.replayed++
 	changed := false
 	if was.Kind == audit.KindCheck && was.Decision != now.Decision {
 		t.changed[was.Decision+"->"+now.Decision]++
