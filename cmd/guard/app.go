@@ -20,6 +20,7 @@ import (
 	"github.com/guardhq/guard/internal/config"
 	"github.com/guardhq/guard/internal/limits"
 	"github.com/guardhq/guard/internal/metrics"
+	"github.com/guardhq/guard/internal/reload"
 )
 
 // app is one wired Guard: every component `guard serve` runs, built from a
@@ -33,8 +34,10 @@ type app struct {
 	audit    audit.Store
 	recorder *audit.Writer
 	pg       *audit.PGStore // nil without a database
-	guard    *abuse.Guard
+	guard    *abuse.Guard   // the first runtime's; reloads replace the reloader's
 	handler  http.Handler
+	reloader *reload.Reloader
+	apiState *api.State // review sign-outs and export slots, across reloads
 	alerts   *alert.Notifier
 	// stopping is closed when the HTTP server begins a graceful stop; it
 	// cuts off audit exports in flight (api.Deps.Stopping).
@@ -49,6 +52,8 @@ type app struct {
 type appOptions struct {
 	// migrate runs the audit migrations before the store is used.
 	migrate bool
+	// listen is serve's --listen, which a reload applies again.
+	listen string
 }
 
 // newApp builds every component of cfg. On error, whatever was built is
@@ -71,33 +76,67 @@ func newApp(ctx context.Context, logger *slog.Logger, cfg *config.Config, opts a
 	if err := a.buildAudit(ctx, opts.migrate); err != nil {
 		return a, err
 	}
-	a.guard, err = abuse.New(logger, cfg.Guard, a.store, a.recorder, a.audit)
+	first, err := a.buildRuntime(cfg, nil)
 	if err != nil {
-		return a, fmt.Errorf("build guard: %w", err)
+		return a, err
 	}
+	a.guard = first.Guard
+	a.reloader, err = reload.New(logger, reload.Config{
+		Load:  func() (*config.Config, error) { return cfg.Reread(opts.listen) },
+		Build: a.buildRuntime,
+		Alert: a.alerts.Event,
+		// Settings outside the runtime take a reloaded config here: the
+		// lockout notifier's (notifications:) goes in at merge.
+		OnApply: func(rt *reload.Runtime) {},
+	}, first)
+	if err != nil {
+		return a, err
+	}
+	a.handler = a.reloader
+	bg, stop := context.WithCancel(context.Background())
+	a.stopBackground = stop
+	a.background = make(chan struct{})
+	go a.runBackground(bg)
+	return a, nil
+}
+
+// buildRuntime builds what serves requests under cfg: a Guard (sharing
+// prev's store and strike record on a reload) and the HTTP API over it.
+func (a *app) buildRuntime(cfg *config.Config, prev *reload.Runtime) (*reload.Runtime, error) {
+	var g *abuse.Guard
+	var err error
+	if prev == nil {
+		g, err = abuse.New(a.log, cfg.Guard, a.store, a.recorder, a.audit)
+	} else {
+		g, err = prev.Guard.Reconfigure(a.log, cfg.Guard)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("build guard: %w", err)
+	}
+	a.metrics.InitSeries(slices.Sorted(maps.Keys(cfg.Guard.Policy.Actions)), nil)
 	// Review sessions must verify on every instance: the secret derives
 	// from the key secret, as the audit cursors' does.
 	apiCfg := cfg.API
 	apiCfg.SessionSecret = derive(cfg.Guard.KeySecret, "ui-session")
-	a.handler, err = api.New(logger, apiCfg, api.Deps{
-		Guard:           a.guard,
+	if a.apiState == nil {
+		a.apiState = api.NewState(apiCfg, nil)
+	}
+	h, err := api.New(a.log, apiCfg, api.Deps{
+		State:           a.apiState,
+		Guard:           g,
 		Audit:           a.audit,
 		Cursors:         audit.NewCursorCodec(derive(cfg.Guard.KeySecret, "audit-cursor")),
-		NormalizeUser:   a.guard.AuditUser,
-		NormalizeDevice: a.guard.AuditDevice,
+		NormalizeUser:   g.AuditUser,
+		NormalizeDevice: g.AuditDevice,
 		Readiness:       a.readiness,
 		Metrics:         a.metrics.Handler(),
 		Observer:        a.metrics,
 		Stopping:        a.stopping,
 	})
 	if err != nil {
-		return a, fmt.Errorf("build api: %w", err)
+		return nil, fmt.Errorf("build api: %w", err)
 	}
-	bg, stop := context.WithCancel(context.Background())
-	a.stopBackground = stop
-	a.background = make(chan struct{})
-	go a.runBackground(bg)
-	return a, nil
+	return &reload.Runtime{Config: cfg, Guard: g, Handler: h}, nil
 }
 
 // onMaintain publishes a partition maintenance: rows in the default

@@ -23,6 +23,9 @@ func TestHelp(t *testing.T) {
 		{"guard migrate up --help", []string{"migrate", "up", "--help"}, []string{"up|down|version"}},
 		{"guard audit --help", []string{"audit", "--help"}, []string{"-user", "-ip", "-device", "-action", "-decision", "-reason", "-kind", "-since", "-until", "-limit", "-format", "GUARD_API_KEY"}},
 		{"guard bench --help", []string{"bench", "--help"}, []string{"-duration", "-concurrency", "-redis-url"}},
+		{"guard config check --help", []string{"config", "check", "--help"}, []string{"Usage: guard config check", "-strict", "exit 0", "FILE:LINE"}},
+		{"guard backtest --help", []string{"backtest", "--help"}, []string{"Usage: guard backtest", "-since", "-until", "-action", "-format", "-database-url", "read-only"}},
+		{"guard help config", []string{"help", "config"}, []string{"Usage: guard config check"}},
 		{"guard health --help", []string{"health", "--help"}, []string{"/healthz", "-ready", "-url"}},
 		{"guard serve --help names --listen", []string{"serve", "--help"}, []string{"-listen", "GUARD_LISTEN"}},
 		{"guard --version", []string{"--version"}, []string{"guard ", runtime.Version()}},
@@ -60,6 +63,8 @@ func TestUsageErrors(t *testing.T) {
 		{"audit bad format", []string{"audit", "--key", "k", "--format", "xml"}, "unknown --format"},
 		{"audit bad since", []string{"audit", "--key", "k", "--since", "yesterday"}, "--since"},
 		{"serve bad --listen", []string{"serve", "--listen", "8080"}, "--listen"},
+		{"config without check", []string{"config"}, `want "guard config check"`},
+		{"config check with a bare file", []string{"config", "check", "guard.yaml"}, "unexpected argument guard.yaml"},
 		{"bench unknown mode", []string{"bench", "--modes", "raw-multi"}, `unknown mode "raw-multi"`},
 	}
 	for _, tt := range tests {

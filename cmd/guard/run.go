@@ -29,8 +29,10 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"serve", "run the Guard HTTP service", runServe},
+		{"config", "check a config file: every problem with its line, and warnings (config check)", runConfig},
 		{"migrate", "apply or revert the audit database schema (up, down, version)", runMigrate},
 		{"audit", "search or export the audit trail of a running Guard", runAudit},
+		{"backtest", "replay the audit trail through a candidate config and show what changes", runBacktest},
 		{"bench", "measure decisions/s on Redis: Guard.Check in process and the HTTP API", runBench},
 		{"health", "ask a running Guard whether it is alive or ready (for container health checks)", runHealth},
 		{"version", "print guard's version (also --version)", nil},

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/guardhq/guard/internal/config"
@@ -23,6 +22,11 @@ const serveHelp = `
 Runs the Guard HTTP service until SIGINT or SIGTERM, then
 shuts down gracefully: it stops accepting connections, finishes the requests
 in flight, flushes the audit trail and closes Redis and Postgres.
+
+SIGHUP re-reads the config file: a valid one replaces the policy, lists and
+API keys for every request that starts after it ("config reloaded"); an
+invalid one changes nothing (every problem logged, alert config_rejected).
+Listen, Redis, database, key secret and audit settings need a restart.
 
 Configuration: the YAML file of --config (or GUARD_CONFIG), then the
 environment: GUARD_LISTEN (default 127.0.0.1:8080; --listen wins),
@@ -66,7 +70,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			return fmt.Errorf("serve: %w", err)
 		}
 	}
-	generated, err := ensureKeySecret(cfg)
+	generated, err := cfg.EnsureKeySecret()
 	if err != nil {
 		return err
 	}
@@ -74,11 +78,6 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		logger.Warn("NO KEY SECRET CONFIGURED: using a random one made up at start. Limits and " +
 			"lockouts do not survive a restart and audit cursors break. Set GUARD_KEY_SECRET " +
 			"or key_secret (e.g. openssl rand -hex 32).")
-	}
-	if len(cfg.Guard.KeySecret) < config.WeakSecretBytes {
-		logger.Warn("WEAK KEY SECRET: key_secret is shorter than 16 bytes, so the hashes of "+
-			"low-entropy identifiers (phone numbers) could be guessed from Redis; use e.g. openssl rand -hex 32",
-			"bytes", len(cfg.Guard.KeySecret))
 	}
 	for _, w := range cfg.Warnings {
 		logger.Warn(w.Msg, "where", w.Where)
@@ -88,32 +87,12 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	} else {
 		logger.Info("config loaded", "file", cfg.File, "actions", actionNames(cfg), "policy_from_file", cfg.PolicyFromFile)
 	}
-	if len(cfg.API.Keys) == 0 {
-		logger.Warn("no api_keys configured: every /v1 request will be answered 401; add api_keys to the config file")
-	}
-	a, err := newApp(ctx, logger, cfg, appOptions{migrate: *migrate})
+	a, err := newApp(ctx, logger, cfg, appOptions{migrate: *migrate, listen: *listen})
 	if err != nil {
 		return err
 	}
+	defer a.reloader.Notify(ctx, syscall.SIGHUP)()
 	return a.serve(ctx, *shutdownTimeout)
-}
-
-// ensureKeySecret makes up a key secret when none is configured and that is
-// safe: with Redis, instances and restarts must hash identifiers alike, so
-// a missing secret is an error there.
-func ensureKeySecret(cfg *config.Config) (generated bool, err error) {
-	if len(cfg.Guard.KeySecret) != 0 {
-		return false, nil
-	}
-	if cfg.Redis.Enabled() {
-		return false, errors.New("key_secret is required with a Redis URL (every instance and every restart must hash identifiers with the same secret): set GUARD_KEY_SECRET or key_secret, e.g. to the output of openssl rand -hex 32")
-	}
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return false, fmt.Errorf("generate key secret: %w", err)
-	}
-	cfg.Guard.KeySecret = []byte(hex.EncodeToString(b))
-	return true, nil
 }
 
 func actionNames(cfg *config.Config) string {

@@ -57,13 +57,14 @@ const (
 var Conditions = []Condition{Redis, Postgres, Spool, AuditPartition}
 
 // Events lists every event the notifier can send, down and up for each of
-// Conditions (for guard_alerts_total's series).
+// Conditions and the one-off events of Notifier.Event (for
+// guard_alerts_total's series).
 func Events() []string {
-	out := make([]string, 0, 2*len(Conditions))
+	out := make([]string, 0, 2*len(Conditions)+len(oneOffEvents))
 	for _, c := range Conditions {
 		out = append(out, c.DownEvent(), c.UpEvent())
 	}
-	return out
+	return append(out, oneOffEvents...)
 }
 
 // DownEvent returns the event sent when c goes down, e.g. "redis_down".

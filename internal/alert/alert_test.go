@@ -439,7 +439,7 @@ func TestConfigValidate(t *testing.T) {
 func TestEventsCoverEveryCondition(t *testing.T) {
 	got := Events()
 	want := []string{"redis_down", "redis_recovered", "postgres_down", "postgres_recovered",
-		"spool_full", "spool_recovered", "audit_default_partition", "audit_partition_recovered"}
+		"spool_full", "spool_recovered", "audit_default_partition", "audit_partition_recovered", "config_rejected"}
 	if !slices.Equal(got, want) {
 		t.Errorf("Events() = %q, want %q", got, want)
 	}

@@ -161,6 +161,10 @@ type Deps struct {
 	// then, so a client downloading the trail cannot hold the stop beyond
 	// its limit. Other requests finish as usual.
 	Stopping <-chan struct{}
+	// State, when set, is shared with the handlers of earlier and later
+	// configs (NewState; a reload passes the same one); default: a State
+	// of this handler's own.
+	State *State
 }
 
 // server holds what the handlers share.
@@ -225,10 +229,14 @@ func New(logger *slog.Logger, cfg Config, deps Deps) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
+	st := deps.State
+	if st == nil {
+		st = NewState(cfg, deps.Now)
+	}
 	s := &server{log: logger, keys: keys, fwd: fwd, deps: deps, now: deps.Now, ui: ui, exact: exact,
-		sess:    newSessions(cfg.SessionSecret, deps.Now),
+		sess:    st.sess,
 		observe: func(string, string, string, bool, time.Duration) {},
-		exports: newExportLimits(cfg.Exports)}
+		exports: st.exports}
 	if deps.Observer != nil {
 		s.observe = deps.Observer.ObserveDecision
 	}

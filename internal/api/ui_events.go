@@ -188,7 +188,7 @@ func (s *server) fillChoices(p *eventsPage) {
 		p.Actions = append(p.Actions, name)
 	}
 	sort.Strings(p.Actions)
-	p.Actions = append(p.Actions, abuse.ActionLock, abuse.ActionUnlock)
+	p.Actions = append(p.Actions, abuse.ActionLock, abuse.ActionUnlock, abuse.ActionReload)
 	p.Decisions = []string{sdk.DecisionAllow, sdk.DecisionDeny, sdk.DecisionChallenge}
 	p.Reasons = []string{abuse.ReasonOK, abuse.ReasonRateLimited, abuse.ReasonLockedOut, abuse.ReasonDenylisted,
 		abuse.ReasonAllowlisted, abuse.ReasonShadow, abuse.ReasonStoreUnavailable, abuse.ReasonChallenge}

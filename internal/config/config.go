@@ -72,7 +72,9 @@ type Config struct {
 	// Env is the environment the config was read with.
 	Env Env
 	// Warnings are settings Guard accepts but advises against (an API
-	// key shorter than WeakSecretBytes); serve logs them at start.
+	// key shorter than WeakSecretBytes, a policy that departs from
+	// published guidance: advice.go); serve logs them at start and
+	// `guard config check` prints them.
 	Warnings []Warning
 }
 
@@ -198,6 +200,8 @@ func Parse(path string, data []byte, env Env) (*Config, error) {
 	if err := d.err(); err != nil {
 		return nil, err
 	}
+	d.advise(cfg)
+	d.warnSecrets(cfg)
 	if cfg.Guard.Instance == "" {
 		host, err := os.Hostname()
 		if err != nil || host == "" || !instanceRE.MatchString(host) {

@@ -87,12 +87,6 @@ func (d *decoder) validatePolicy(cfg *Config) {
 	if err == nil {
 		return
 	}
-	reported := map[int]bool{}
-	for _, e := range d.errs {
-		if ce, ok := e.(*Error); ok && ce.File == d.file && ce.Line > 0 {
-			reported[ce.Line] = true
-		}
-	}
 	for _, e := range unjoin(err) {
 		var pe *abuse.PolicyError
 		if !errors.As(e, &pe) {
@@ -103,10 +97,11 @@ func (d *decoder) validatePolicy(cfg *Config) {
 			d.errs = append(d.errs, fmt.Errorf("%s: built-in default policy: %w", d.file, e))
 			continue
 		}
-		line, msg := d.policyLine(pe), pe.Error()
-		if reported[line] {
-			continue
+		paths := policyPaths(pe)
+		if d.bad[paths[0]] || (pe.Index >= 0 && d.bad[ruleOf(paths[0])]) {
+			continue // the decoder has said what is wrong with this value
 		}
+		line, msg := d.policyLine(paths), pe.Error()
 		if pe.PriorIndex >= 0 {
 			msg = strings.TrimSuffix(msg, fmt.Sprintf(" by %s[%d]", pe.PriorSection, pe.PriorIndex))
 			prior := fmt.Sprintf("actions.%s.%s[%d]", pe.Action, pe.PriorSection, pe.PriorIndex)
@@ -116,8 +111,29 @@ func (d *decoder) validatePolicy(cfg *Config) {
 	}
 }
 
-// policyLine finds the most precise line known for a policy problem.
-func (d *decoder) policyLine(e *abuse.PolicyError) int {
+// policyLine finds the most precise line known for a policy problem, of
+// the paths policyPaths gives.
+func (d *decoder) policyLine(paths []string) int {
+	for _, p := range paths {
+		if line, ok := d.lines[p]; ok {
+			return line
+		}
+	}
+	return 0
+}
+
+// ruleOf cuts a path's field: "actions.a.limits[0].limit" is in
+// "actions.a.limits[0]".
+func ruleOf(path string) string {
+	if i := strings.LastIndex(path, "]."); i >= 0 {
+		return path[:i+1]
+	}
+	return path
+}
+
+// policyPaths lists the file paths a policy problem may be about, most
+// precise first.
+func policyPaths(e *abuse.PolicyError) []string {
 	var base, sec string
 	switch {
 	case e.Action != "":
@@ -143,13 +159,7 @@ func (d *decoder) policyLine(e *abuse.PolicyError) int {
 	if e.Field != "" {
 		paths = append(paths, sec+"."+e.Field)
 	}
-	paths = append(paths, sec, base)
-	for _, p := range paths {
-		if line, ok := d.lines[p]; ok {
-			return line
-		}
-	}
-	return 0
+	return append(paths, sec, base)
 }
 
 // unjoin splits an errors.Join result into its errors.

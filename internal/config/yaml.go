@@ -47,11 +47,28 @@ type decoder struct {
 	file  string
 	errs  []error
 	lines map[string]int
+	// bad holds the paths the decoder itself reported a problem at.
+	bad map[string]bool
 }
 
-func newDecoder(file string) *decoder { return &decoder{file: file, lines: map[string]int{}} }
+func newDecoder(file string) *decoder {
+	return &decoder{file: file, lines: map[string]int{}, bad: map[string]bool{}}
+}
+
+func firstString(args []any) (string, bool) {
+	if len(args) == 0 {
+		return "", false
+	}
+	s, ok := args[0].(string)
+	return s, ok
+}
 
 func (d *decoder) errorf(n *yaml.Node, format string, args ...any) {
+	// Every message starts with the path it is about: remember it, so
+	// the policy's validation does not report the same value again.
+	if p, ok := firstString(args); ok && strings.HasPrefix(format, "%s") {
+		d.bad[p] = true
+	}
 	line := 0
 	if n != nil {
 		line = n.Line

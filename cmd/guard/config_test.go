@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestConfigCheck drives `guard config check` as an operator would: its
+// exit status (run's error) and what it prints.
+func TestConfigCheck(t *testing.T) {
+	const good = "key_secret: check-secret-0123456789\napi_keys:\n  - {name: a, scopes: [check], key: k-0123456789abcdef}\nactions:\n  login:\n    limits:\n      - {dimension: ip, limit: 60, window: 1m}\n" +
+		"    failures:\n      - {dimension: user, limit: 50, window: 24h}\n    lockout: {ladder: [1m, 5m]}\n"
+	tests := []struct {
+		name       string
+		file       string
+		args       []string
+		env        map[string]string
+		wantErr    string // "" for exit 0
+		wantStdout string
+		wantStderr []string
+	}{
+		{name: "valid", file: good, wantStdout: "ok (1 actions, 0 warnings)"},
+		{name: "problems", file: "actions:\n  login:\n    limits:\n      - {dimension: usr, limit: 0, window: 1m}\nlisten: nope\n",
+			wantErr: "3 problems", wantStderr: []string{"guard.yaml:4: ", `unknown dimension "usr"`, "limit must be between", "guard.yaml:5: listen"}},
+		{name: "warnings pass", file: strings.Replace(good, "limit: 50", "limit: 500", 1),
+			wantStdout: "1 warning", wantStderr: []string{"guard.yaml:9: warning: action login: 500 failures allowed per account", "NIST SP 800-63B"}},
+		{name: "warnings fail with --strict", file: strings.Replace(good, "limit: 50", "limit: 500", 1), args: []string{"--strict"},
+			wantErr: "1 warning (--strict)", wantStderr: []string{"guard.yaml:9: warning:"}},
+		{name: "environment as serve reads it", file: good, env: map[string]string{"GUARD_DATABASE_URL": "mysql://x"},
+			wantErr: "1 problem", wantStderr: []string{"GUARD_DATABASE_URL: scheme must be one of postgres"}},
+		{name: "serve's key secret rule", file: strings.Replace(good, "key_secret: check-secret-0123456789\n", "redis_url: redis://127.0.0.1:6379/0\n", 1),
+			wantErr: "1 problem", wantStderr: []string{"key_secret is required with a Redis URL"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "guard.yaml")
+			if err := os.WriteFile(path, []byte(tt.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr bytes.Buffer
+			args := append([]string{"guard", "config", "check", "--config", path}, tt.args...)
+			err := run(context.Background(), args, envMap(tt.env), &stdout, &stderr)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("run = %v, want success; stderr:\n%s", err, stderr.String())
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("run = %v, want an error containing %q; stderr:\n%s", err, tt.wantErr, stderr.String())
+			}
+			if !strings.Contains(stdout.String(), tt.wantStdout) {
+				t.Errorf("stdout = %q, want it to contain %q", stdout.String(), tt.wantStdout)
+			}
+			got := strings.ReplaceAll(stderr.String(), path, "guard.yaml")
+			for _, w := range tt.wantStderr {
+				if !strings.Contains(got, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, got)
+				}
+			}
+		})
+	}
+}
+
+// TestServeLogsPolicyWarnings: serve logs the warnings config check
+// prints, from the same list.
+func TestServeLogsPolicyWarnings(t *testing.T) {
+	cfg := strings.Replace(e2eConfig(t.TempDir()), "{dimension: user, limit: 2, window: 15m}", "{dimension: user, limit: 500, window: 24h}", 1)
+	g := startGuard(t, cfg, nil)
+	if !g.log.has("WARN", "500 failures allowed per account before a lockout; at most 100 (NIST SP 800-63B §5.2.2)") {
+		t.Errorf("serve did not log the policy warning; log:\n%s", g.log.dump())
+	}
+}

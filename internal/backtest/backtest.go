@@ -1,0 +1,285 @@
+// Package backtest replays an audit trail through a candidate policy: every
+// recorded check and report, in time order, goes to an abuse.Guard with the
+// candidate's policy over a fresh in-memory limits store whose clock is the
+// events' own times, and each answer is compared with the one recorded. It
+// reads the trail and nothing else: it never touches Redis or writes an
+// audit event.
+//
+// # What a replay cannot know
+//
+//   - Callers react to answers. A denied attacker may have stopped, slowed
+//     down or moved on; an allowed one would have gone on. The trail holds
+//     what was asked under the old policy, so a tighter candidate's
+//     "allow->deny" counts are what it would have stopped of that traffic,
+//     and a looser candidate's "deny->allow" ones admit attempts whose
+//     follow-ups (the reports of attempts never made) are missing.
+//   - The trail does not record a check's cost: every check replays with
+//     cost 1. Nor does it record challenge_passed or manual lockouts'
+//     effect on later checks (admin events are not replayed).
+//   - Pseudonymized trails (audit.pseudonymize) hold keyed hashes: users
+//     and devices still match themselves, but the candidate's lists (CIDRs,
+//     users, devices) cannot match a hash, and an IP hash is no address, so
+//     IPv6 addresses cannot be aggregated; each IP hash replays as its own
+//     synthetic address (its own /64).
+//   - A report replays only when its check would have gone ahead: a report
+//     that names its check's decision_id (within ReportHorizon) is dropped
+//     when the candidate denies that check. Reports without a decision_id
+//     always replay.
+//   - Events lost before they reached Postgres (a crash, a full spool) are
+//     not replayed.
+package backtest
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/guardhq/guard/internal/abuse"
+	"github.com/guardhq/guard/internal/audit"
+	"github.com/guardhq/guard/internal/limits"
+)
+
+// Transitions are the decision changes a report always lists (with 0 when
+// none happened), "before->after".
+var Transitions = []string{"allow->deny", "allow->challenge", "deny->allow", "deny->challenge", "challenge->allow", "challenge->deny"}
+
+// DefaultTop is how many users, IPs and devices a report lists per action.
+const DefaultTop = 10
+
+// Config configures a Replayer.
+type Config struct {
+	// Guard is the candidate: its policy, lists, ipv6 prefix and
+	// trusted-device TTL are replayed. KeySecret may be empty (the replay
+	// store is private to the run).
+	Guard abuse.Config
+	// Top is how many of the most affected users, IPs and devices each
+	// action lists; default DefaultTop.
+	Top int
+}
+
+// Replayer replays events one by one (Add) and sums up (Report). It is not
+// safe for concurrent use: events must come in time order.
+type Replayer struct {
+	guard   *abuse.Guard
+	store   *limits.MemoryStore
+	clock   atomic.Int64 // simulated now, Unix ms
+	last    captured
+	top     int
+	actions map[string]*tally
+	checks  checkMemo
+}
+
+// captured keeps the audit event the candidate Guard records for each
+// call: its decision and whether it struck, in the trail's own terms.
+type captured struct {
+	e   audit.Event
+	set bool
+}
+
+func (c *captured) Record(e audit.Event) { c.e, c.set = e, true }
+
+// New returns a Replayer for the candidate; Close releases its store.
+func New(cfg Config) (*Replayer, error) {
+	r := &Replayer{top: cfg.Top, actions: map[string]*tally{}, checks: checkMemo{byID: map[string]memo{}}}
+	if r.top <= 0 {
+		r.top = DefaultTop
+	}
+	now := func() time.Time { return time.UnixMilli(r.clock.Load()).UTC() }
+	// The sweep drops keys idle on the simulated clock, so a long
+	// replay keeps only the state its windows still need.
+	r.store = limits.NewMemory(limits.MemoryConfig{Now: now, SweepInterval: 100 * time.Millisecond})
+	g := cfg.Guard
+	g.Now = now
+	g.Instance = "backtest"
+	g.Pseudonymize = false
+	if len(g.KeySecret) == 0 {
+		g.KeySecret = []byte("guard-backtest")
+	}
+	var err error
+	r.guard, err = abuse.New(nil, g, r.store, &r.last, nil)
+	if err != nil {
+		r.store.Close()
+		return nil, fmt.Errorf("backtest: candidate: %w", err)
+	}
+	return r, nil
+}
+
+// Close stops the replay store.
+func (r *Replayer) Close() error { return r.store.Close() }
+
+// Add replays one recorded event (a check or a report; others are
+// ignored). Events must come oldest first; the simulated clock never goes
+// back. An event the candidate cannot take (an action it does not have,
+// input it refuses) is counted as skipped.
+func (r *Replayer) Add(ctx context.Context, e audit.Event) error {
+	if e.Kind != audit.KindCheck && e.Kind != audit.KindReport {
+		return nil
+	}
+	if ms := e.At.UnixMilli(); ms > r.clock.Load() {
+		r.clock.Store(ms)
+	}
+	t := r.actions[e.Action]
+	if t == nil {
+		t = newTally(r.top)
+		r.actions[e.Action] = t
+	}
+	t.replayed++
+	if struck(e) {
+		t.before++ // whether or not the candidate runs it
+	}
+	subject := abuse.Subject{User: opt(e.User), IP: opt(replayIP(e.IP)), Device: opt(e.Device)}
+	r.checks.forget(e.At.UnixMilli() - ReportHorizon.Milliseconds())
+	r.last.set = false
+	var err error
+	if e.Kind == audit.KindCheck {
+		_, err = r.guard.Check(ctx, abuse.CheckInput{Action: e.Action, Subject: subject,
+			DryRun: e.DryRun != nil && *e.DryRun, APIKey: "backtest"})
+	} else {
+		var decisionID string
+		if m, ok := r.checks.byID[e.DecisionID]; ok && e.DecisionID != "" {
+			if m.denied {
+				// The candidate denied the attempt this report is
+				// about: the caller would not have made it.
+				t.dropped++
+				return nil
+			}
+			decisionID = m.id
+		}
+		_, err = r.guard.Report(ctx, abuse.ReportInput{Action: e.Action, Subject: subject,
+			Outcome: e.Outcome, DecisionID: decisionID, APIKey: "backtest"})
+	}
+	var input *abuse.InputError
+	switch {
+	case errors.As(err, &input):
+		t.skipped++
+		return nil
+	case err != nil:
+		return fmt.Errorf("backtest: replay %s %s: %w", e.Kind, e.ID, err)
+	case !r.last.set:
+		return fmt.Errorf("backtest: replay %s %s: the candidate recorded no event", e.Kind, e.ID)
+	}
+	if e.Kind == audit.KindCheck && e.ID != "" {
+		r.checks.remember(e.ID, memo{id: r.last.e.DecisionID, denied: r.last.e.Decision != "allow", at: e.At.UnixMilli()})
+	}
+	t.add(e, r.last.e)
+	return nil
+}
+
+// ReportHorizon is how long after a check a report that names its
+// decision_id is still matched to it. A later report replays as if the
+// candidate had allowed its check.
+const ReportHorizon = 2 * time.Minute
+
+// checkMemo remembers what the candidate did with each recent check, for
+// the reports that name it: the candidate's own decision id (so a report
+// settles the candidate's reservation, reserve_failures) or that it
+// denied the attempt (so the report is dropped). Checks older than
+// ReportHorizon are forgotten, which bounds its memory by the traffic of
+// that long.
+type checkMemo struct {
+	byID  map[string]memo
+	queue []string // ids, oldest first
+}
+
+type memo struct {
+	id     string
+	denied bool
+	at     int64 // Unix ms of the recorded check
+}
+
+func (c *checkMemo) remember(id string, m memo) {
+	c.byID[id] = m
+	c.queue = append(c.queue, id)
+}
+
+// forget drops the checks recorded before cutoff (Unix ms).
+func (c *checkMemo) forget(cutoff int64) {
+	i := 0
+	for ; i < len(c.queue); i++ {
+		m, ok := c.byID[c.queue[i]]
+		if ok && m.at >= cutoff {
+			break
+		}
+		delete(c.byID, c.queue[i])
+	}
+	if i > 0 {
+		c.queue = c.queue[i:]
+		if cap(c.queue) > 4096 && len(c.queue) < cap(c.queue)/4 {
+			c.queue = append([]string(nil), c.queue...)
+		}
+	}
+}
+
+// Report sums up the events added so far.
+func (r *Replayer) Report() Report {
+	rep := Report{Actions: make(map[string]ActionReport, len(r.actions))}
+	for name, t := range r.actions {
+		rep.Actions[name] = t.report()
+	}
+	return rep
+}
+
+// Source is a time-ordered trail (*audit.ReplayReader).
+type Source interface {
+	Replay(ctx context.Context, f audit.ReplayFilter, fn func(audit.Event) error) error
+}
+
+// Run replays the events of f from src through cfg's candidate. progress,
+// if set, is called after every event with the number replayed so far.
+func Run(ctx context.Context, src Source, f audit.ReplayFilter, cfg Config, progress func(n int64)) (Report, error) {
+	r, err := New(cfg)
+	if err != nil {
+		return Report{}, err
+	}
+	defer r.Close()
+	var n int64
+	err = src.Replay(ctx, f, func(e audit.Event) error {
+		if err := r.Add(ctx, e); err != nil {
+			return err
+		}
+		n++
+		if progress != nil {
+			progress(n)
+		}
+		return nil
+	})
+	if err != nil {
+		return Report{}, err
+	}
+	return r.Report(), nil
+}
+
+// struck reports whether an event started (or raised) a lockout: a report
+// or check with lockout_until, except a check that only met a lockout.
+func struck(e audit.Event) bool {
+	return e.LockoutUntil != nil && !(e.Kind == audit.KindCheck && e.Reason == abuse.ReasonLockedOut)
+}
+
+func opt(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// replayIP is the address an event's IP replays as: itself, or for a
+// pseudonymized trail's keyed hash a synthetic address of its own (fd00::/8,
+// 56 bits of the hash in its /64, so distinct hashes stay distinct keys
+// under the default IPv6 aggregation).
+func replayIP(s string) string {
+	if s == "" {
+		return ""
+	}
+	if _, err := netip.ParseAddr(s); err == nil {
+		return s
+	}
+	h := sha256.Sum256([]byte(s))
+	var a [16]byte
+	a[0] = 0xfd
+	copy(a[1:], h[:15])
+	return netip.AddrFrom16(a).String()
+}

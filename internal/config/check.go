@@ -1,0 +1,101 @@
+package config
+
+import (
+	"fmt"
+	"io"
+)
+
+// CheckHelp is `guard config check --help`'s description.
+const CheckHelp = `
+Validates a config file exactly as serve would (the file of --config or
+GUARD_CONFIG, then the GUARD_* environment) and prints every problem as
+FILE:LINE: message; exits 1 when there is any. It also prints warnings
+where the policy departs from published guidance (NIST SP 800-63B, OWASP),
+each citing its source; warnings do not fail the check (exit 0) unless
+--strict is given. serve logs the same warnings at start and on reload.`
+
+// Reread loads the file c was loaded from again, with the same
+// environment and serve's --listen override (listen, "" for none): what a
+// reload (SIGHUP) reads.
+func (c *Config) Reread(listen string) (*Config, error) {
+	n, err := Load(c.File, c.Env)
+	if err == nil && listen != "" {
+		err = n.SetListen(listen)
+	}
+	return n, err
+}
+
+// CheckResult is what `guard config check` found in a config: the problems
+// that make serve refuse it and the warnings it would log.
+type CheckResult struct {
+	// Name is the file checked, or "(defaults)" without one.
+	Name string
+	// Problems are each "FILE:LINE: message" (Error), or an environment
+	// variable's or the file's own problem without a line.
+	Problems []error
+	// Warnings are Config.Warnings: accepted, but against guidance.
+	Warnings []Warning
+	// Actions is the number of actions of a valid config.
+	Actions int
+}
+
+// Check loads the config exactly as serve does (Load: the file of path or
+// GUARD_CONFIG, then the environment) and reports every problem and
+// warning, serve's key secret rule (EnsureKeySecret) included. cfg is nil
+// when there are problems.
+func Check(path string, env Env) (*Config, CheckResult) {
+	if path == "" {
+		path = env.Get(EnvConfig)
+	}
+	res := CheckResult{Name: path}
+	if path == "" {
+		res.Name = "(defaults)"
+	}
+	cfg, err := Load(path, env)
+	if err != nil {
+		res.Problems = unjoin(err)
+		return nil, res
+	}
+	// serve's own rule, on the same config (a secret it would make up is
+	// harmless here).
+	if _, err := cfg.EnsureKeySecret(); err != nil {
+		res.Problems = []error{fmt.Errorf("%s: %w", res.Name, err)}
+		return nil, res
+	}
+	res.Warnings = cfg.Warnings
+	res.Actions = len(cfg.Guard.Policy.Actions)
+	return cfg, res
+}
+
+// Print writes the problems and warnings to diag, one a line, and a one-line
+// verdict for a valid config to out.
+func (r CheckResult) Print(out, diag io.Writer) {
+	for _, p := range r.Problems {
+		fmt.Fprintln(diag, p)
+	}
+	for _, w := range r.Warnings {
+		fmt.Fprintf(diag, "%s: warning: %s\n", w.Where, w.Msg)
+	}
+	if len(r.Problems) == 0 {
+		fmt.Fprintf(out, "%s: ok (%d actions, %s)\n", r.Name, r.Actions, plural(len(r.Warnings), "warning"))
+	}
+}
+
+// Err is the check's verdict: an error when there are problems, or, with
+// strict, warnings.
+func (r CheckResult) Err(strict bool) error {
+	switch {
+	case len(r.Problems) > 0:
+		return fmt.Errorf("config check: %s: %s; Guard would not start", r.Name, plural(len(r.Problems), "problem"))
+	case strict && len(r.Warnings) > 0:
+		return fmt.Errorf("config check: %s: %s (--strict)", r.Name, plural(len(r.Warnings), "warning"))
+	}
+	return nil
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
