@@ -98,6 +98,12 @@ func intern(b []byte) string {
 		return "user+ip"
 	case "user+device":
 		return "user+device"
+	case "phone":
+		return "phone"
+	case "phone_country":
+		return "phone_country"
+	case "phone_prefix":
+		return "phone_prefix"
 	}
 	return string(b)
 }

@@ -15,9 +15,9 @@ import (
 )
 
 // lockoutParams are the query parameters of GET /v1/lockouts.
-var lockoutParams = []string{"user", "ip", "device", "dimension", "ledger", "limit", "cursor"}
+var lockoutParams = []string{"user", "ip", "device", "phone", "dimension", "ledger", "limit", "cursor"}
 
-// handleLockouts answers GET /v1/lockouts?user=&ip=&device=&dimension=&ledger=&limit=&cursor=.
+// handleLockouts answers GET /v1/lockouts?user=&ip=&device=&phone=&dimension=&ledger=&limit=&cursor=.
 func (s *server) handleLockouts(c *gin.Context) {
 	q, err := singleParams(c, lockoutParams...)
 	if err != nil {
@@ -47,6 +47,7 @@ type lockRequest struct {
 	User       *string `json:"user,omitempty"`
 	IP         *string `json:"ip,omitempty"`
 	Device     *string `json:"device,omitempty"`
+	Phone      *string `json:"phone,omitempty"`
 	DurationMs *int64  `json:"duration_ms"`
 	Reason     string  `json:"reason,omitempty"`
 	Ledger     string  `json:"ledger,omitempty"`
@@ -76,7 +77,7 @@ func (s *server) lock(c *gin.Context, req lockRequest) ([]abuse.ActiveLockout, e
 		return nil, badRequest("dimension", "dimension is required")
 	}
 	if !validDimension(req.Dimension) {
-		return nil, badRequest("dimension", "dimension must be one of user, ip, device, user+ip, user+device")
+		return nil, errUnknownDimension
 	}
 	if req.DurationMs == nil {
 		return nil, badRequest("duration_ms", "duration_ms is required")
@@ -86,7 +87,7 @@ func (s *server) lock(c *gin.Context, req lockRequest) ([]abuse.ActiveLockout, e
 	}
 	list, err := s.deps.Guard.Lock(c.Request.Context(), abuse.LockInput{
 		Dimension: req.Dimension,
-		Subject:   abuse.Subject{User: req.User, IP: req.IP, Device: req.Device},
+		Subject:   abuse.Subject{User: req.User, IP: req.IP, Device: req.Device, Phone: req.Phone},
 		Ledger:    req.Ledger,
 		Duration:  time.Duration(*req.DurationMs) * time.Millisecond,
 		Reason:    req.Reason,
@@ -108,10 +109,13 @@ func lockoutFilter(q map[string]*string) (abuse.LockoutFilter, error) {
 			delete(q, k)
 		}
 	}
-	f := abuse.LockoutFilter{Subject: abuse.Subject{User: q["user"], IP: q["ip"], Device: q["device"]}}
+	if p := q["phone"]; p != nil {
+		*p = queryPhone(*p)
+	}
+	f := abuse.LockoutFilter{Subject: abuse.Subject{User: q["user"], IP: q["ip"], Device: q["device"], Phone: q["phone"]}}
 	if d := q["dimension"]; d != nil {
 		if !validDimension(*d) {
-			return f, badRequest("dimension", "dimension must be one of user, ip, device, user+ip, user+device")
+			return f, errUnknownDimension
 		}
 		f.Dimension = *d
 	}
@@ -131,6 +135,9 @@ func lockoutFilter(q map[string]*string) (abuse.LockoutFilter, error) {
 	return f, nil
 }
 
+// errUnknownDimension answers a dimension that is none of abuse.Dimensions.
+var errUnknownDimension = badRequest("dimension", "dimension must be one of "+strings.Join(abuse.Dimensions, ", "))
+
 func validDimension(d string) bool {
 	for _, v := range abuse.Dimensions {
 		if d == v {
@@ -144,14 +151,17 @@ func wireLockouts(list []abuse.ActiveLockout) []sdk.LockoutEntry {
 	out := make([]sdk.LockoutEntry, 0, len(list))
 	for _, l := range list {
 		out = append(out, sdk.LockoutEntry{
-			Ledger:    l.Ledger,
-			Dimension: l.Dimension,
-			User:      l.User,
-			IP:        l.IP,
-			Device:    l.Device,
-			Level:     l.Level,
-			Since:     l.Since.UTC(),
-			Until:     l.Until.UTC(),
+			Ledger:       l.Ledger,
+			Dimension:    l.Dimension,
+			User:         l.User,
+			IP:           l.IP,
+			Device:       l.Device,
+			Phone:        l.Phone,
+			PhoneCountry: l.PhoneCountry,
+			PhonePrefix:  l.PhonePrefix,
+			Level:        l.Level,
+			Since:        l.Since.UTC(),
+			Until:        l.Until.UTC(),
 		})
 	}
 	return out
@@ -169,12 +179,12 @@ func (s *server) handleUnlock(c *gin.Context) {
 		return
 	}
 	if !validDimension(req.Dimension) {
-		writeError(c, badRequest("dimension", "dimension must be one of user, ip, device, user+ip, user+device"))
+		writeError(c, errUnknownDimension)
 		return
 	}
 	err := s.deps.Guard.Unlock(c.Request.Context(), abuse.UnlockInput{
 		Dimension: req.Dimension,
-		Subject:   abuse.Subject{User: req.User, IP: req.IP, Device: req.Device},
+		Subject:   abuse.Subject{User: req.User, IP: req.IP, Device: req.Device, Phone: req.Phone},
 		Ledger:    req.Ledger,
 		Reason:    req.Reason,
 		APIKey:    keyName(c),
