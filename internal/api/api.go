@@ -130,6 +130,9 @@ type ForwardAuthConfig struct {
 	UserHeader string `yaml:"user_header"`
 	// DeviceHeader carries the device; default "X-Guard-Device".
 	DeviceHeader string `yaml:"device_header"`
+	// PhoneHeader carries the phone number (E.164, or national in
+	// phone.default_region); default "X-Guard-Phone".
+	PhoneHeader string `yaml:"phone_header"`
 	// TrustedProxies are the networks of the proxies whose X-Forwarded-For
 	// and X-Real-IP are believed. None by default, loopback included.
 	TrustedProxies []netip.Prefix `yaml:"trusted_proxies"`
