@@ -296,3 +296,26 @@ func TestPhoneAuditOnPostgres(t *testing.T) {
 		t.Errorf("CSV export: %d %q", csv.Code, rows)
 	}
 }
+
+// TestPhoneInReviewPages: the events page filters by phone (normalised like
+// a request), shows it in its own column, and links it as a pivot.
+func TestPhoneInReviewPages(t *testing.T) {
+	s := newStack(t, withPhones)
+	for _, body := range []string{`{"action":"otp_send","phone":"+447400123456"}`, `{"action":"otp_send","phone":"+33612345678"}`} {
+		if w := s.do(t, "POST", "/v1/check", "k-check", body); w.Code != 200 {
+			t.Fatalf("check: %d %s", w.Code, w.Body)
+		}
+	}
+	s.settle(t)
+	w := s.do(t, "GET", "/ui/events?phone=07400+123456", "k-admin", "")
+	body := w.Body.String()
+	if w.Code != 200 || !strings.Contains(body, "<th>phone</th>") {
+		t.Fatalf("events page: %d\n%s", w.Code, body)
+	}
+	if !strings.Contains(body, `href="/ui/events?phone=%2B447400123456"`) || strings.Contains(body, "+33612345678") {
+		t.Errorf("events page by phone lacks the number's pivot or shows another number:\n%s", body)
+	}
+	if w := s.do(t, "GET", "/ui/events?phone=12", "k-admin", ""); w.Code != 400 || !strings.Contains(w.Body.String(), `"field":"phone"`) {
+		t.Errorf("events page with a bad phone: %d %s; want 400 field phone", w.Code, w.Body)
+	}
+}
