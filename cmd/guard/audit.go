@@ -42,6 +42,7 @@ Examples:
 type auditFlags struct {
 	url, key                  string
 	user, ip, device, action  string
+	phone                     string
 	decision, reason, kind    string
 	since, until, cursor, fmt string
 	limit                     int
@@ -55,6 +56,7 @@ func runAudit(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&f.user, "user", "", "only events of this user (normalised like checks)")
 	fs.StringVar(&f.ip, "ip", "", "only events from this address or CIDR")
 	fs.StringVar(&f.device, "device", "", "only events of this device id")
+	fs.StringVar(&f.phone, "phone", "", "only events of this phone number (normalised like checks)")
 	fs.StringVar(&f.action, "action", "", "only this action (login, otp_send, ..., or unlock for admin events)")
 	fs.StringVar(&f.decision, "decision", "", "allow or deny")
 	fs.StringVar(&f.reason, "reason", "", "ok, rate_limited, locked_out, denylisted, allowlisted, shadow, store_unavailable")
@@ -76,7 +78,7 @@ func runAudit(ctx context.Context, e *env, args []string) error {
 	}
 	now := time.Now()
 	filter := sdk.AuditFilter{
-		User: f.user, IP: f.ip, Device: f.device, Action: f.action,
+		User: f.user, IP: f.ip, Device: f.device, Phone: f.phone, Action: f.action,
 		Decision: f.decision, Reason: f.reason, Kind: f.kind, Limit: f.limit, Cursor: f.cursor,
 	}
 	var err error
