@@ -196,14 +196,19 @@ type LockoutsResponse struct {
 }
 
 // UnlockRequest is the body of DELETE /v1/lockouts: the dimension and the
-// identifiers it needs (for phone_country and phone_prefix: any Phone in
-// that country or prefix).
+// identifiers it needs (for phone_country and phone_prefix: PhoneCountry
+// or PhonePrefix, or any Phone in that country or prefix).
 type UnlockRequest struct {
 	Dimension string  `json:"dimension"`
 	User      *string `json:"user,omitempty"`
 	IP        *string `json:"ip,omitempty"`
 	Device    *string `json:"device,omitempty"`
 	Phone     *string `json:"phone,omitempty"`
+	// PhoneCountry ("GB") and PhonePrefix ("+447400") name a
+	// phone_country or phone_prefix lockout as listings show it, instead
+	// of a Phone in it.
+	PhoneCountry *string `json:"phone_country,omitempty"`
+	PhonePrefix  *string `json:"phone_prefix,omitempty"`
 	// Ledger limits the unlock to one ledger; empty means every ledger.
 	Ledger string `json:"ledger,omitempty"`
 	// Reason is recorded in the audit trail as the admin event's note.

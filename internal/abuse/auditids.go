@@ -44,7 +44,7 @@ func (g *Guard) auditIdentifiers(e *audit.Event, id *identity) {
 			e.Device = g.keys.hash(id, dimDevice)
 		}
 	}
-	if id.hasPhone {
+	if id.hasPhone && id.phone.e164 != "" { // "" when an admin named a country or prefix
 		e.Phone = id.phone.e164
 		if g.cfg.Pseudonymize {
 			e.Phone = g.keys.hash(id, dimPhone)

@@ -51,6 +51,11 @@ type Subject struct {
 	// Phone is a phone number (phone.go), the source of the phone,
 	// phone_country and phone_prefix dimensions.
 	Phone *string
+	// PhoneCountry and PhonePrefix name a phone_country or phone_prefix
+	// key directly ("GB", "+447400"), as lockout listings show them; only
+	// manual lockouts and unlocks of those dimensions read them.
+	PhoneCountry *string
+	PhonePrefix  *string
 }
 
 // CheckInput is one /v1/check request.

@@ -117,6 +117,13 @@ func (g *Guard) adminTarget(dim string, s Subject, verb string) (dimIndex, ident
 	needDevice := d == dimDevice || d == dimUserDevice
 	// A phone_country or phone_prefix key is named by any number in it.
 	needPhone := isPhoneDim(d)
+	if needPhone && !full.hasPhone && d != dimPhone {
+		p, ok, err := g.phoneKeyOf(d, s)
+		if err != nil {
+			return 0, id, err
+		}
+		full.phone, full.hasPhone = p, ok
+	}
 	for _, need := range []struct {
 		need, has bool
 		field     string

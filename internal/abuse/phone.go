@@ -170,6 +170,44 @@ func (g *Guard) identify(s Subject) (identity, error) {
 	return id, nil
 }
 
+// phoneKeyOf reads the phone_country or phone_prefix value an admin
+// request names directly (Subject.PhoneCountry, Subject.PhonePrefix), for
+// dimension d; ok is false when the request names none. Errors are
+// *InputError with field "phone_country" or "phone_prefix".
+func (g *Guard) phoneKeyOf(d dimIndex, s Subject) (phoneID, bool, error) {
+	switch {
+	case d == dimPhoneCountry && s.PhoneCountry != nil:
+		r, ok := NormalizeRegion(*s.PhoneCountry)
+		if !ok {
+			return phoneID{}, false, &InputError{Code: CodeInvalidRequest, Field: "phone_country",
+				Message: "phone_country must be an ISO 3166 region with a numbering plan (e.g. GB), or " + NonGeoRegion}
+		}
+		return phoneID{country: r}, true, nil
+	case d == dimPhonePrefix && s.PhonePrefix != nil:
+		p := *s.PhonePrefix
+		if !validPrefix(p, g.cfg.Phone.PrefixDigits) {
+			return phoneID{}, false, &InputError{Code: CodeInvalidRequest, Field: "phone_prefix",
+				Message: fmt.Sprintf("phone_prefix must be + and 1 to %d digits (phone.prefix_digits), e.g. +447400", g.cfg.Phone.PrefixDigits)}
+		}
+		return phoneID{prefix: p}, true, nil
+	}
+	return phoneID{}, false, nil
+}
+
+// validPrefix reports whether p is "+" and 1 to digits ASCII digits, the
+// form of a phone_prefix (shorter only for numbers shorter than digits).
+func validPrefix(p string, digits int) bool {
+	if len(p) < 2 || len(p) > 1+digits || p[0] != '+' || p[1] == '0' {
+		return false
+	}
+	for i := 1; i < len(p); i++ {
+		if p[i] < '0' || p[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 // isPhoneDim reports whether d is one of the dimensions of a phone number.
 func isPhoneDim(d dimIndex) bool {
 	return d == dimPhone || d == dimPhoneCountry || d == dimPhonePrefix

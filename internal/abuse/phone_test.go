@@ -213,6 +213,32 @@ func TestPhoneManualCountryLock(t *testing.T) {
 	if err != nil || len(page.Lockouts) != 1 || page.Lockouts[0].PhoneCountry == nil || *page.Lockouts[0].PhoneCountry != "GB" {
 		t.Fatalf("lockouts of phone_country = %+v, %v; want GB", page.Lockouts, err)
 	}
+	// The listing's own value names the key too: unlock by it.
+	if err := g.Unlock(ctx, UnlockInput{Dimension: DimPhoneCountry, Subject: Subject{PhoneCountry: sp("gb")}}); err != nil {
+		t.Fatalf("Unlock by phone_country: %v", err)
+	}
+	wantDecision(t, mustCheck(t, g, CheckInput{Action: "otp_verify", Subject: phoneSubj("+447800123456")}), true, ReasonOK)
+	if _, err := g.Lock(ctx, LockInput{Dimension: DimPhonePrefix, Subject: Subject{PhonePrefix: sp("+447800")}, Duration: time.Hour}); err != nil {
+		t.Fatalf("Lock by phone_prefix: %v", err)
+	}
+	wantDecision(t, mustCheck(t, g, CheckInput{Action: "otp_verify", Subject: phoneSubj("+447800123456")}), false, ReasonLockedOut)
+	wantDecision(t, mustCheck(t, g, CheckInput{Action: "otp_verify", Subject: phoneSubj("+447400123456")}), true, ReasonOK)
+	for _, tc := range []struct {
+		dim   string
+		s     Subject
+		field string
+	}{
+		{DimPhoneCountry, Subject{PhoneCountry: sp("Narnia")}, "phone_country"},
+		{DimPhonePrefix, Subject{PhonePrefix: sp("447800")}, "phone_prefix"},
+		{DimPhonePrefix, Subject{PhonePrefix: sp("+4478001")}, "phone_prefix"}, // 7 digits, prefix_digits 6
+		{DimPhonePrefix, Subject{PhoneCountry: sp("GB")}, "phone"},            // the other dimension's value
+	} {
+		err := g.Unlock(ctx, UnlockInput{Dimension: tc.dim, Subject: tc.s})
+		var ie *InputError
+		if !errors.As(err, &ie) || ie.Field != tc.field {
+			t.Errorf("Unlock %s %+v: %v; want field %s", tc.dim, tc.s, err, tc.field)
+		}
+	}
 }
 
 func TestCountryLists(t *testing.T) {

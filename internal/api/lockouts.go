@@ -43,14 +43,18 @@ func (s *server) handleLockouts(c *gin.Context) {
 
 // lockRequest is the body of POST /v1/lockouts (v1.1 manual lockouts).
 type lockRequest struct {
-	Dimension  string  `json:"dimension"`
-	User       *string `json:"user,omitempty"`
-	IP         *string `json:"ip,omitempty"`
-	Device     *string `json:"device,omitempty"`
-	Phone      *string `json:"phone,omitempty"`
-	DurationMs *int64  `json:"duration_ms"`
-	Reason     string  `json:"reason,omitempty"`
-	Ledger     string  `json:"ledger,omitempty"`
+	Dimension string  `json:"dimension"`
+	User      *string `json:"user,omitempty"`
+	IP        *string `json:"ip,omitempty"`
+	Device    *string `json:"device,omitempty"`
+	Phone     *string `json:"phone,omitempty"`
+	// PhoneCountry and PhonePrefix name a phone_country or phone_prefix
+	// key as listings show it, instead of a number in it.
+	PhoneCountry *string `json:"phone_country,omitempty"`
+	PhonePrefix  *string `json:"phone_prefix,omitempty"`
+	DurationMs   *int64  `json:"duration_ms"`
+	Reason       string  `json:"reason,omitempty"`
+	Ledger       string  `json:"ledger,omitempty"`
 }
 
 // handleLock answers POST /v1/lockouts: 201 with one entry per ledger.
@@ -87,11 +91,12 @@ func (s *server) lock(c *gin.Context, req lockRequest) ([]abuse.ActiveLockout, e
 	}
 	list, err := s.deps.Guard.Lock(c.Request.Context(), abuse.LockInput{
 		Dimension: req.Dimension,
-		Subject:   abuse.Subject{User: req.User, IP: req.IP, Device: req.Device, Phone: req.Phone},
-		Ledger:    req.Ledger,
-		Duration:  time.Duration(*req.DurationMs) * time.Millisecond,
-		Reason:    req.Reason,
-		APIKey:    keyName(c),
+		Subject: abuse.Subject{User: req.User, IP: req.IP, Device: req.Device, Phone: req.Phone,
+			PhoneCountry: req.PhoneCountry, PhonePrefix: req.PhonePrefix},
+		Ledger:   req.Ledger,
+		Duration: time.Duration(*req.DurationMs) * time.Millisecond,
+		Reason:   req.Reason,
+		APIKey:   keyName(c),
 	})
 	if err != nil {
 		return nil, dependency(err)
@@ -184,10 +189,11 @@ func (s *server) handleUnlock(c *gin.Context) {
 	}
 	err := s.deps.Guard.Unlock(c.Request.Context(), abuse.UnlockInput{
 		Dimension: req.Dimension,
-		Subject:   abuse.Subject{User: req.User, IP: req.IP, Device: req.Device, Phone: req.Phone},
-		Ledger:    req.Ledger,
-		Reason:    req.Reason,
-		APIKey:    keyName(c),
+		Subject: abuse.Subject{User: req.User, IP: req.IP, Device: req.Device, Phone: req.Phone,
+			PhoneCountry: req.PhoneCountry, PhonePrefix: req.PhonePrefix},
+		Ledger: req.Ledger,
+		Reason: req.Reason,
+		APIKey: keyName(c),
 	})
 	if err != nil {
 		writeError(c, dependency(err))

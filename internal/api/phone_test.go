@@ -149,6 +149,10 @@ func TestPhoneLockoutsOverHTTP(t *testing.T) {
 		!strings.Contains(w.Body.String(), `"field":"phone"`) {
 		t.Errorf("lock of phone_country without a phone: %d %s; want 400 field phone", w.Code, w.Body)
 	}
+	w = s.do(t, "DELETE", "/v1/lockouts", "k-admin", `{"dimension":"phone_prefix","phone_prefix":"+447400","reason":"false alarm"}`)
+	if w.Code != 200 {
+		t.Errorf("unlock of the prefix by its listed value: %d %s", w.Code, w.Body)
+	}
 	w = s.do(t, "DELETE", "/v1/lockouts", "k-admin", `{"dimension":"phone","phone":"+44 7400 123456","reason":"verified"}`)
 	if w.Code != 200 {
 		t.Fatalf("unlock: %d %s", w.Code, w.Body)
