@@ -322,4 +322,14 @@ func TestPhoneInReviewPages(t *testing.T) {
 	if w := s.do(t, "GET", "/ui/events?phone=12", "k-admin", ""); w.Code != 400 || !strings.Contains(w.Body.String(), `"field":"phone"`) {
 		t.Errorf("events page with a bad phone: %d %s; want 400 field phone", w.Code, w.Body)
 	}
+	// A prefix lockout is listed with its prefix and can be lifted from
+	// the page (its unlock form carries the prefix).
+	if w := s.do(t, "POST", "/v1/lockouts", "k-admin", `{"dimension":"phone_prefix","phone_prefix":"+447400","duration_ms":60000}`); w.Code != 201 {
+		t.Fatalf("lock: %d %s", w.Code, w.Body)
+	}
+	w = s.do(t, "GET", "/ui/lockouts?dimension=phone_prefix", "k-admin", "")
+	body = w.Body.String()
+	if w.Code != 200 || !strings.Contains(body, `name="phone_prefix" value="&#43;447400"`) || strings.Contains(body, "identifiers unknown") {
+		t.Errorf("lockouts page: %d; want the prefix lockout with its unlock form\n%s", w.Code, body)
+	}
 }

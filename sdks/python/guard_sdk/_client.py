@@ -179,13 +179,16 @@ class Client:
         return [LockoutEntry.from_wire(e) for e in data["lockouts"]]
 
     def unlock(self, dimension: str, *, user: Optional[str] = None, ip: Optional[str] = None,
-               device: Optional[str] = None, phone: Optional[str] = None, ledger: Optional[str] = None,
+               device: Optional[str] = None, phone: Optional[str] = None, phone_country: Optional[str] = None,
+               phone_prefix: Optional[str] = None, ledger: Optional[str] = None,
                reason: Optional[str] = None) -> None:
         """Lifts a lockout (scope admin); GuardError 404 not_found when nothing was locked. Not retried.
 
-        For phone_country and phone_prefix lockouts, ``phone`` is any number in that country or prefix.
+        For phone_country and phone_prefix lockouts, ``phone`` is any number in that country or
+        prefix; or give the key's value as listed (``phone_country="GB"``, ``phone_prefix="+447400"``).
         """
         body = _drop_none({"dimension": dimension, "user": user, "ip": ip, "device": device, "phone": phone,
+                           "phone_country": phone_country, "phone_prefix": phone_prefix,
                            "ledger": ledger, "reason": reason})
         self._do("DELETE", "/v1/lockouts", body=body, timeout=self._admin_timeout, idempotent=False)
 

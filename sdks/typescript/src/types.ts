@@ -118,8 +118,12 @@ export interface UnlockRequest {
   user?: string;
   ip?: string;
   device?: string;
-  /** For phone_country and phone_prefix: any number in that country or prefix. */
+  /** For phone_country and phone_prefix: any number in that country or prefix, or */
   phone?: string;
+  /** the key's value as listed: "GB" for phone_country, */
+  phone_country?: string;
+  /** "+447400" for phone_prefix. */
+  phone_prefix?: string;
   ledger?: string;
   reason?: string;
 }
