@@ -133,7 +133,7 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 // writeAuditTable prints events as aligned columns; absent fields are "-".
 func writeAuditTable(w io.Writer, events []sdk.AuditEvent) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "AT\tKIND\tACTION\tRESULT\tREASON\tUSER\tIP\tDEVICE\tRULE\tRETRY\tLOCKED UNTIL\tKEY\tNOTE")
+	fmt.Fprintln(tw, "AT\tKIND\tACTION\tRESULT\tREASON\tUSER\tIP\tDEVICE\tPHONE\tRULE\tRETRY\tLOCKED UNTIL\tKEY\tNOTE")
 	for _, ev := range events {
 		result, reason := opt(ev.Decision), opt(ev.Reason)
 		if ev.Kind == sdk.KindReport {
@@ -153,9 +153,9 @@ func writeAuditTable(w io.Writer, events []sdk.AuditEvent) error {
 		if ev.LockoutUntil != nil {
 			until = ev.LockoutUntil.UTC().Format("2006-01-02 15:04:05Z")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			ev.At.UTC().Format("2006-01-02 15:04:05.000Z"), ev.Kind, opt(ev.Action), result, reason,
-			cell(opt(ev.User)), opt(ev.IP), cell(opt(ev.Device)), opt(ev.Rule), retry, until,
+			cell(opt(ev.User)), opt(ev.IP), cell(opt(ev.Device)), opt(ev.Phone), opt(ev.Rule), retry, until,
 			opt(ev.APIKey), cell(opt(ev.Note)))
 	}
 	if err := tw.Flush(); err != nil {
