@@ -44,10 +44,22 @@ func (g *Guard) auditIdentifiers(e *audit.Event, id *identity) {
 			e.Device = g.keys.hash(id, dimDevice)
 		}
 	}
-	if id.hasPhone && id.phone.e164 != "" { // "" when an admin named a country or prefix
+	switch {
+	case id.hasPhone && id.phone.e164 != "":
 		e.Phone = id.phone.e164
 		if g.cfg.Pseudonymize {
 			e.Phone = g.keys.hash(id, dimPhone)
+		}
+	case id.hasPhone:
+		// An admin named a phone_country or phone_prefix key by its value
+		// ("GB", "+447400"): that value is what the event is about.
+		d := dimPhoneCountry
+		if id.phone.prefix != "" {
+			d = dimPhonePrefix
+		}
+		e.Phone = id.phoneValue(d)
+		if g.cfg.Pseudonymize {
+			e.Phone = g.keys.hash(id, d)
 		}
 	}
 }

@@ -221,6 +221,9 @@ func TestPhoneManualCountryLock(t *testing.T) {
 	if _, err := g.Lock(ctx, LockInput{Dimension: DimPhonePrefix, Subject: Subject{PhonePrefix: sp("+447800")}, Duration: time.Hour}); err != nil {
 		t.Fatalf("Lock by phone_prefix: %v", err)
 	}
+	if e := rec.last(t); e.Phone != "+447800" || e.Action != ActionLock {
+		t.Errorf("admin event of a lock by prefix: %+v; want phone +447800", e)
+	}
 	wantDecision(t, mustCheck(t, g, CheckInput{Action: "otp_verify", Subject: phoneSubj("+447800123456")}), false, ReasonLockedOut)
 	wantDecision(t, mustCheck(t, g, CheckInput{Action: "otp_verify", Subject: phoneSubj("+447400123456")}), true, ReasonOK)
 	for _, tc := range []struct {
