@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/guardhq/guard/internal/limits"
+	"github.com/guardhq/guard/internal/testenv"
 )
 
 func TestParsePhone(t *testing.T) {
@@ -119,39 +120,55 @@ func phonePolicy() Policy {
 }
 
 func TestPhoneRules(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b *backend) {
-		g, rec := newGuard(t, b, phonePolicy(), func(c *Config) { c.Phone = PhoneConfig{DefaultRegion: "GB"} })
-		send := func(phone string) Decision {
-			return mustCheck(t, g, CheckInput{Action: "otp_send", Subject: phoneSubj(phone)})
-		}
-		// One number, written two ways: one key.
-		wantDecision(t, send("+447400123456"), true, ReasonOK)
-		wantDecision(t, send("07400 123456"), true, ReasonOK)
-		d := send("+44 7400 123456")
-		wantDecision(t, d, false, ReasonRateLimited)
-		if d.Limits[0].Rule != "otp_send/phone" || d.Limits[0].Dimension != DimPhone {
-			t.Errorf("most restrictive rule %+v; want otp_send/phone", d.Limits[0])
-		}
-		if e := rec.last(t); e.Phone != "+447400123456" || e.User != "" {
-			t.Errorf("audit phone %q user %q; want the E.164 number alone", e.Phone, e.User)
-		}
-		// Another number of the prefix takes its last prefix slot.
-		wantDecision(t, send("+447400999888"), true, ReasonOK)
-		d = send("+447400555666")
-		wantDecision(t, d, false, ReasonRateLimited)
-		if d.Limits[0].Rule != "otp_send/phone_prefix" {
-			t.Errorf("most restrictive rule %+v; want otp_send/phone_prefix", d.Limits[0])
-		}
-		// Another prefix of the country takes its last country slot.
-		wantDecision(t, send("+447500123456"), true, ReasonOK)
-		d = send("+447800123456")
-		wantDecision(t, d, false, ReasonRateLimited)
-		if d.Limits[0].Rule != "otp_send/phone_country" {
-			t.Errorf("most restrictive rule %+v; want otp_send/phone_country", d.Limits[0])
-		}
-		// Another country is untouched.
-		wantDecision(t, send("+33612345678"), true, ReasonOK)
-	})
+	eachBackend(t, testPhoneRules)
+}
+
+// TestPhoneRulesOnCluster: on a real three-master Redis Cluster a send
+// with a phone spans the slots of the number, its prefix and its country
+// (each key tagged by its own hash) and is still one decision.
+func TestPhoneRulesOnCluster(t *testing.T) {
+	addrs := testenv.PrivateRedisCluster(t)
+	c, err := limits.NewRedisClient(limits.RedisConfig{Cluster: addrs}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := limits.NewRedis(c, limits.RedisStoreConfig{})
+	t.Cleanup(func() { st.Close() })
+	testPhoneRules(t, &backend{name: "cluster", store: st, prefix: "guardtest:" + time.Now().Format("150405.000000") + ":"})
+}
+
+func testPhoneRules(t *testing.T, b *backend) {
+	g, rec := newGuard(t, b, phonePolicy(), func(c *Config) { c.Phone = PhoneConfig{DefaultRegion: "GB"} })
+	send := func(phone string) Decision {
+		return mustCheck(t, g, CheckInput{Action: "otp_send", Subject: phoneSubj(phone)})
+	}
+	// One number, written two ways: one key.
+	wantDecision(t, send("+447400123456"), true, ReasonOK)
+	wantDecision(t, send("07400 123456"), true, ReasonOK)
+	d := send("+44 7400 123456")
+	wantDecision(t, d, false, ReasonRateLimited)
+	if d.Limits[0].Rule != "otp_send/phone" || d.Limits[0].Dimension != DimPhone {
+		t.Errorf("most restrictive rule %+v; want otp_send/phone", d.Limits[0])
+	}
+	if e := rec.last(t); e.Phone != "+447400123456" || e.User != "" {
+		t.Errorf("audit phone %q user %q; want the E.164 number alone", e.Phone, e.User)
+	}
+	// Another number of the prefix takes its last prefix slot.
+	wantDecision(t, send("+447400999888"), true, ReasonOK)
+	d = send("+447400555666")
+	wantDecision(t, d, false, ReasonRateLimited)
+	if d.Limits[0].Rule != "otp_send/phone_prefix" {
+		t.Errorf("most restrictive rule %+v; want otp_send/phone_prefix", d.Limits[0])
+	}
+	// Another prefix of the country takes its last country slot.
+	wantDecision(t, send("+447500123456"), true, ReasonOK)
+	d = send("+447800123456")
+	wantDecision(t, d, false, ReasonRateLimited)
+	if d.Limits[0].Rule != "otp_send/phone_country" {
+		t.Errorf("most restrictive rule %+v; want otp_send/phone_country", d.Limits[0])
+	}
+	// Another country is untouched.
+	wantDecision(t, send("+33612345678"), true, ReasonOK)
 }
 
 func TestPhoneLockout(t *testing.T) {
@@ -234,7 +251,7 @@ func TestPhoneManualCountryLock(t *testing.T) {
 		{DimPhoneCountry, Subject{PhoneCountry: sp("Narnia")}, "phone_country"},
 		{DimPhonePrefix, Subject{PhonePrefix: sp("447800")}, "phone_prefix"},
 		{DimPhonePrefix, Subject{PhonePrefix: sp("+4478001")}, "phone_prefix"}, // 7 digits, prefix_digits 6
-		{DimPhonePrefix, Subject{PhoneCountry: sp("GB")}, "phone"},            // the other dimension's value
+		{DimPhonePrefix, Subject{PhoneCountry: sp("GB")}, "phone"},             // the other dimension's value
 	} {
 		err := g.Unlock(ctx, UnlockInput{Dimension: tc.dim, Subject: tc.s})
 		var ie *InputError
