@@ -32,6 +32,7 @@ type AuditEvent struct {
 	User         *string    `json:"user"`
 	IP           *string    `json:"ip"`
 	Device       *string    `json:"device"`
+	Phone        *string    `json:"phone"`
 	Rule         *string    `json:"rule"`
 	RetryAfterMs *int64     `json:"retry_after_ms"`
 	LockoutUntil *time.Time `json:"lockout_until"`
@@ -57,8 +58,10 @@ type AuditPage struct {
 type AuditFilter struct {
 	User string
 	// IP is an address or a CIDR.
-	IP       string
-	Device   string
+	IP     string
+	Device string
+	// Phone is normalised by Guard like a request's.
+	Phone    string
 	Action   string
 	Decision string
 	Reason   string
@@ -84,6 +87,7 @@ func (f AuditFilter) Values() url.Values {
 	set("user", f.User)
 	set("ip", f.IP)
 	set("device", f.Device)
+	set("phone", f.Phone)
 	set("action", f.Action)
 	set("decision", f.Decision)
 	set("reason", f.Reason)

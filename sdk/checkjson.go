@@ -104,6 +104,12 @@ func intern(b []byte) string {
 		return "counter"
 	case "bucket":
 		return "bucket"
+	case "phone":
+		return "phone"
+	case "phone_country":
+		return "phone_country"
+	case "phone_prefix":
+		return "phone_prefix"
 	}
 	return string(b)
 }

@@ -223,7 +223,7 @@ func (c *Client) Report(ctx context.Context, req ReportRequest) (*ReportResponse
 // admin); the answer's NextCursor, as f.Cursor, asks for the next.
 func (c *Client) Lockouts(ctx context.Context, f LockoutFilter) (*LockoutsResponse, error) {
 	q := url.Values{}
-	for k, v := range map[string]string{"user": f.User, "ip": f.IP, "device": f.Device,
+	for k, v := range map[string]string{"user": f.User, "ip": f.IP, "device": f.Device, "phone": f.Phone,
 		"dimension": f.Dimension, "ledger": f.Ledger, "cursor": f.Cursor} {
 		if v != "" {
 			q.Set(k, v)

@@ -245,7 +245,7 @@ func ExampleClient_ExportAudit() {
 	fmt.Println(lines[0])
 	fmt.Println(len(lines)-1, "event")
 	// Output:
-	// id,at,kind,action,decision,reason,outcome,user,ip,device,rule,retry_after_ms,lockout_until,degraded,dry_run,api_key,decision_id,instance,note
+	// id,at,kind,action,decision,reason,outcome,user,ip,device,phone,rule,retry_after_ms,lockout_until,degraded,dry_run,api_key,decision_id,instance,note
 	// 1 event
 }
 

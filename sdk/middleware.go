@@ -25,6 +25,9 @@ type Middleware struct {
 	// User returns the account identifier of the attempt, "" for none
 	// (e.g. r.PostFormValue("email")). nil: no user.
 	User func(r *http.Request) string
+	// Phone returns the phone number of the attempt (e.g. the OTP's
+	// destination, r.PostFormValue("phone")), "" for none. nil: no phone.
+	Phone func(r *http.Request) string
 	// IP finds the client address; nil trusts no proxy (the peer
 	// address).
 	IP *IPExtractor
@@ -127,6 +130,9 @@ func (m *Middleware) Check(r *http.Request) (*Attempt, error) {
 	if m.User != nil {
 		s.User = m.User(r)
 	}
+	if m.Phone != nil {
+		s.Phone = m.Phone(r)
+	}
 	if m.DeviceCookie != "" {
 		if c, err := r.Cookie(m.DeviceCookie); err == nil {
 			s.Device = c.Value
@@ -155,7 +161,7 @@ func (m *Middleware) Check(r *http.Request) (*Attempt, error) {
 func (m *Middleware) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var e *Error
 	if errors.As(err, &e) && e.Status == http.StatusBadRequest &&
-		(e.Field == "user" || e.Field == "ip" || e.Field == "device") {
+		(e.Field == "user" || e.Field == "ip" || e.Field == "device" || e.Field == "phone") {
 		writeJSONError(w, http.StatusBadRequest, "invalid_request", "the request is not valid")
 		return
 	}

@@ -53,14 +53,18 @@ const (
 )
 
 // CheckRequest is the body of POST /v1/check. A nil identifier is absent
-// (its rules are not evaluated); at least one of User, IP and Device is
-// required.
+// (its rules are not evaluated); at least one of User, IP, Device and
+// Phone is required.
 type CheckRequest struct {
 	// Action is one of the configured actions, e.g. "login".
 	Action string  `json:"action"`
 	User   *string `json:"user,omitempty"`
 	IP     *string `json:"ip,omitempty"`
 	Device *string `json:"device,omitempty"`
+	// Phone is a phone number, E.164 ("+447400123456") or national in the
+	// server's phone.default_region; the source of the phone,
+	// phone_country and phone_prefix dimensions (contract v1.1).
+	Phone *string `json:"phone,omitempty"`
 	// Cost counts the attempt as that many requests; nil means 1.
 	Cost *int `json:"cost,omitempty"`
 	// DryRun evaluates and audits without recording anything.
@@ -154,6 +158,7 @@ type ReportRequest struct {
 	User   *string `json:"user,omitempty"`
 	IP     *string `json:"ip,omitempty"`
 	Device *string `json:"device,omitempty"`
+	Phone  *string `json:"phone,omitempty"`
 	// Outcome is OutcomeSuccess or OutcomeFailure.
 	Outcome string `json:"outcome"`
 	// DecisionID is the decision_id of the check this report closes;
@@ -173,6 +178,7 @@ type LockoutFilter struct {
 	User      string
 	IP        string
 	Device    string
+	Phone     string
 	Dimension string
 	Ledger    string
 	// Limit is the page size, 1 to 1000 (0: the server's default, 100).
@@ -184,14 +190,19 @@ type LockoutFilter struct {
 // LockoutEntry is one active lockout. Only the identifiers of its
 // dimension are set; the others are nil and absent on the wire.
 type LockoutEntry struct {
-	Ledger    string    `json:"ledger"`
-	Dimension string    `json:"dimension"`
-	User      *string   `json:"user,omitempty"`
-	IP        *string   `json:"ip,omitempty"`
-	Device    *string   `json:"device,omitempty"`
-	Level     int       `json:"level"`
-	Since     time.Time `json:"since"`
-	Until     time.Time `json:"until"`
+	Ledger    string  `json:"ledger"`
+	Dimension string  `json:"dimension"`
+	User      *string `json:"user,omitempty"`
+	IP        *string `json:"ip,omitempty"`
+	Device    *string `json:"device,omitempty"`
+	// Phone is set on phone lockouts (E.164), PhoneCountry (ISO 3166)
+	// and PhonePrefix on phone_country and phone_prefix lockouts.
+	Phone        *string   `json:"phone,omitempty"`
+	PhoneCountry *string   `json:"phone_country,omitempty"`
+	PhonePrefix  *string   `json:"phone_prefix,omitempty"`
+	Level        int       `json:"level"`
+	Since        time.Time `json:"since"`
+	Until        time.Time `json:"until"`
 }
 
 // LockoutsResponse is the answer of GET /v1/lockouts.
@@ -203,12 +214,19 @@ type LockoutsResponse struct {
 }
 
 // UnlockRequest is the body of DELETE /v1/lockouts: the dimension and the
-// identifiers it needs.
+// identifiers it needs (for phone_country and phone_prefix: PhoneCountry
+// or PhonePrefix, or any Phone in that country or prefix).
 type UnlockRequest struct {
 	Dimension string  `json:"dimension"`
 	User      *string `json:"user,omitempty"`
 	IP        *string `json:"ip,omitempty"`
 	Device    *string `json:"device,omitempty"`
+	Phone     *string `json:"phone,omitempty"`
+	// PhoneCountry ("GB") and PhonePrefix ("+447400") name a
+	// phone_country or phone_prefix lockout as listings show it, instead
+	// of a Phone in it.
+	PhoneCountry *string `json:"phone_country,omitempty"`
+	PhonePrefix  *string `json:"phone_prefix,omitempty"`
 	// Ledger limits the unlock to one ledger; empty means every ledger.
 	Ledger string `json:"ledger,omitempty"`
 	// Reason is recorded in the audit trail as the admin event's note.
@@ -275,6 +293,8 @@ type PolicyList struct {
 	CIDRs   []string `json:"cidrs"`
 	Users   []string `json:"users"`
 	Devices []string `json:"devices"`
+	// Countries are ISO 3166 regions, matched on phone_country.
+	Countries []string `json:"countries"`
 }
 
 // Readiness is the answer of GET /readyz.

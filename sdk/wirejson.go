@@ -23,6 +23,10 @@ func appendCheckRequest(dst []byte, r *CheckRequest) []byte {
 		dst = append(dst, `,"device":`...)
 		dst = appendJSONString(dst, *r.Device)
 	}
+	if r.Phone != nil {
+		dst = append(dst, `,"phone":`...)
+		dst = appendJSONString(dst, *r.Phone)
+	}
 	if r.Cost != nil {
 		dst = append(dst, `,"cost":`...)
 		dst = strconv.AppendInt(dst, int64(*r.Cost), 10)

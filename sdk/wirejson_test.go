@@ -22,8 +22,9 @@ func TestAppendCheckRequestMatchesEncodingJSON(t *testing.T) {
 	}{
 		{"zero", CheckRequest{}},
 		{"typical", CheckRequest{Action: "login", User: ptr("alice@example.com"), IP: ptr("203.0.113.7")}},
-		{"all fields", CheckRequest{Action: "otp_send", User: ptr("u"), IP: ptr("::1"), Device: ptr("d-4f1c"), Cost: ptr(3), DryRun: true, ChallengePassed: true}},
-		{"empty strings present", CheckRequest{User: ptr(""), IP: ptr(""), Device: ptr("")}},
+		{"all fields", CheckRequest{Action: "otp_send", User: ptr("u"), IP: ptr("::1"), Device: ptr("d-4f1c"), Phone: ptr("+44 7400 123456"), Cost: ptr(3), DryRun: true, ChallengePassed: true}},
+		{"phone only", CheckRequest{Action: "otp_send", Phone: ptr("＋４４７４００１２３４５６")}},
+		{"empty strings present", CheckRequest{User: ptr(""), IP: ptr(""), Device: ptr(""), Phone: ptr("")}},
 		{"zero and negative cost", CheckRequest{Action: "a", Cost: ptr(0)}},
 		{"negative cost", CheckRequest{Action: "a", Cost: ptr(-9223372036854775808)}},
 		{"escapes", CheckRequest{Action: "<a&b>", User: ptr("\"\\\b\f\n\r\t\x00\x1f\x7f"), IP: ptr("\u2028\u2029"), Device: ptr("\xff\xc3é😀")}},
@@ -47,6 +48,7 @@ func TestAppendCheckRequestMatchesEncodingJSON(t *testing.T) {
 func FuzzAppendCheckRequest(f *testing.F) {
 	f.Add("login", "alice@example.com", "203.0.113.7", "", 0, false, uint8(3))
 	f.Add("<>&", "\xff\u2028", "\x00\"\\", "é", -1, true, uint8(15))
+	f.Add("otp_send", "", "", "+447400123456", 0, false, uint8(16))
 	f.Fuzz(func(t *testing.T, action, user, ip, device string, cost int, dry bool, present uint8) {
 		r := CheckRequest{Action: action, DryRun: dry}
 		if present&1 != 0 {
@@ -60,6 +62,9 @@ func FuzzAppendCheckRequest(f *testing.F) {
 		}
 		if present&8 != 0 {
 			r.Cost = &cost
+		}
+		if present&16 != 0 {
+			r.Phone = &device // any string will do
 		}
 		want, err := json.Marshal(r)
 		if err != nil {

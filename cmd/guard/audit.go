@@ -42,6 +42,7 @@ Examples:
 type auditFlags struct {
 	url, key                  string
 	user, ip, device, action  string
+	phone                     string
 	decision, reason, kind    string
 	since, until, cursor, fmt string
 	limit                     int
@@ -55,6 +56,7 @@ func runAudit(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&f.user, "user", "", "only events of this user (normalised like checks)")
 	fs.StringVar(&f.ip, "ip", "", "only events from this address or CIDR")
 	fs.StringVar(&f.device, "device", "", "only events of this device id")
+	fs.StringVar(&f.phone, "phone", "", "only events of this phone number (normalised like checks)")
 	fs.StringVar(&f.action, "action", "", "only this action (login, otp_send, ..., or unlock for admin events)")
 	fs.StringVar(&f.decision, "decision", "", "allow, deny or challenge")
 	fs.StringVar(&f.reason, "reason", "", "ok, rate_limited, locked_out, denylisted, allowlisted, shadow, store_unavailable")
@@ -76,7 +78,7 @@ func runAudit(ctx context.Context, e *env, args []string) error {
 	}
 	now := time.Now()
 	filter := sdk.AuditFilter{
-		User: f.user, IP: f.ip, Device: f.device, Action: f.action,
+		User: f.user, IP: f.ip, Device: f.device, Phone: f.phone, Action: f.action,
 		Decision: f.decision, Reason: f.reason, Kind: f.kind, Limit: f.limit, Cursor: f.cursor,
 	}
 	var err error
@@ -131,7 +133,7 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 // writeAuditTable prints events as aligned columns; absent fields are "-".
 func writeAuditTable(w io.Writer, events []sdk.AuditEvent) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "AT\tKIND\tACTION\tRESULT\tREASON\tUSER\tIP\tDEVICE\tRULE\tRETRY\tLOCKED UNTIL\tKEY\tNOTE")
+	fmt.Fprintln(tw, "AT\tKIND\tACTION\tRESULT\tREASON\tUSER\tIP\tDEVICE\tPHONE\tRULE\tRETRY\tLOCKED UNTIL\tKEY\tNOTE")
 	for _, ev := range events {
 		result, reason := opt(ev.Decision), opt(ev.Reason)
 		if ev.Kind == sdk.KindReport {
@@ -151,9 +153,9 @@ func writeAuditTable(w io.Writer, events []sdk.AuditEvent) error {
 		if ev.LockoutUntil != nil {
 			until = ev.LockoutUntil.UTC().Format("2006-01-02 15:04:05Z")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			ev.At.UTC().Format("2006-01-02 15:04:05.000Z"), ev.Kind, opt(ev.Action), result, reason,
-			cell(opt(ev.User)), opt(ev.IP), cell(opt(ev.Device)), opt(ev.Rule), retry, until,
+			cell(opt(ev.User)), opt(ev.IP), cell(opt(ev.Device)), opt(ev.Phone), opt(ev.Rule), retry, until,
 			opt(ev.APIKey), cell(opt(ev.Note)))
 	}
 	if err := tw.Flush(); err != nil {

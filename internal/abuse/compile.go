@@ -78,9 +78,10 @@ type compiledLedger struct {
 }
 
 type compiledList struct {
-	cidrs   []netip.Prefix
-	users   map[string]struct{}
-	devices map[string]struct{}
+	cidrs     []netip.Prefix
+	users     map[string]struct{}
+	devices   map[string]struct{}
+	countries map[string]struct{}
 }
 
 func (g *Guard) compile() {
@@ -168,7 +169,10 @@ func (g *Guard) compile() {
 }
 
 func compileList(l List) compiledList {
-	c := compiledList{cidrs: l.CIDRs, users: map[string]struct{}{}, devices: map[string]struct{}{}}
+	c := compiledList{cidrs: l.CIDRs, users: map[string]struct{}{}, devices: map[string]struct{}{}, countries: map[string]struct{}{}}
+	for _, r := range l.Countries {
+		c.countries[r] = struct{}{}
+	}
 	for _, u := range l.Users {
 		c.users[u] = struct{}{}
 	}
@@ -187,6 +191,11 @@ func (c *compiledList) matches(id *identity) bool {
 	}
 	if id.hasDevice {
 		if _, ok := c.devices[id.device]; ok {
+			return true
+		}
+	}
+	if id.hasPhone {
+		if _, ok := c.countries[id.phone.country]; ok {
 			return true
 		}
 	}

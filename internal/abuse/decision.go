@@ -49,6 +49,14 @@ type Subject struct {
 	User   *string
 	IP     *string
 	Device *string
+	// Phone is a phone number (phone.go), the source of the phone,
+	// phone_country and phone_prefix dimensions.
+	Phone *string
+	// PhoneCountry and PhonePrefix name a phone_country or phone_prefix
+	// key directly ("GB", "+447400"), as lockout listings show them; only
+	// manual lockouts and unlocks of those dimensions read them.
+	PhoneCountry *string
+	PhonePrefix  *string
 }
 
 // CheckInput is one /v1/check request.
@@ -188,9 +196,14 @@ type ActiveLockout struct {
 	User      *string
 	IP        *string
 	Device    *string
-	Level     int
-	Since     time.Time
-	Until     time.Time
+	// Phone is set for a phone lockout (E.164); PhoneCountry and
+	// PhonePrefix for a phone_country and a phone_prefix lockout.
+	Phone        *string
+	PhoneCountry *string
+	PhonePrefix  *string
+	Level        int
+	Since        time.Time
+	Until        time.Time
 	// Manual is set for an administrator's manual lockout (POST
 	// /v1/lockouts); a key may also have a struck one, listed apart.
 	Manual bool

@@ -42,6 +42,18 @@ const DefaultDecay = 72 * time.Hour
 //     CAPTCHA stops the script and lets the person through, while the IP
 //     rule still denies a flood outright (OWASP Automated Threats, OAT-019
 //     account creation: CAPTCHA as a countermeasure).
+//   - SMS pumping (toll fraud: bots make a service send OTPs to numbers
+//     whose operator shares the termination fee). Twilio Verify limits
+//     sends per destination (5 per 10 minutes, above) and its Fraud Guard
+//     blocks by country and by number prefix, since pumping rotates
+//     through the numbers of one range; NIST SP 800-63B-4 §3.1.3 (out-of-
+//     band authenticators) requires rate limiting of OTP sends like that of
+//     failed attempts. otp_send allows 5 sends per phone number in 10
+//     minutes, 50 per phone_prefix (the range of +447400, 10^7 numbers at
+//     the default 6 digits) in an hour and 1000 per phone_country in an
+//     hour: far above a real user's OTPs, far below the thousands an hour
+//     a pumping run sends; a service with more traffic in one country
+//     raises the last (docs/threat-model.md, "SMS pumping").
 //   - Auth0 brute-force protection: block a user after 10 consecutive failed
 //     logins from one IP. login strikes at 10 failures of one user+ip in 15
 //     minutes, which locks that user from that address only, so an attacker
@@ -78,6 +90,12 @@ func DefaultPolicy() Policy {
 				Limits: []Rule{
 					{Dimension: DimUser, Limit: 5, Window: 10 * time.Minute},
 					{Dimension: DimIP, Limit: 30, Window: time.Hour},
+					{Dimension: DimPhone, Limit: 5, Window: 10 * time.Minute},
+					// Prefix and country budgets are sliding-window counters:
+					// O(1) memory per key, where a log of 1000 entries per
+					// country would keep 6 KB (docs/performance.md).
+					{Dimension: DimPhonePrefix, Limit: 50, Window: time.Hour, Algorithm: AlgCounter},
+					{Dimension: DimPhoneCountry, Limit: 1000, Window: time.Hour, Algorithm: AlgCounter},
 				},
 			},
 			"otp_verify": {

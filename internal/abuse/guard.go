@@ -33,6 +33,9 @@ type Config struct {
 	// IPv6Prefix is the prefix length (1..128) IPv6 addresses are
 	// aggregated to for limiting; default 64.
 	IPv6Prefix int
+	// Phone is how phone numbers are read (default region, prefix
+	// digits); zero fields get PhoneConfig's defaults.
+	Phone PhoneConfig
 	// TrustTTL is how long a success trusts the device for the user;
 	// default DefaultTrustTTL (720h); negative disables trust.
 	TrustTTL time.Duration
@@ -97,6 +100,9 @@ func New(logger *slog.Logger, cfg Config, store limits.Store, rec Recorder, look
 	if cfg.IPv6Prefix < 1 || cfg.IPv6Prefix > 128 {
 		return nil, fmt.Errorf("abuse: ipv6 prefix %d outside 1..128", cfg.IPv6Prefix)
 	}
+	if err := cfg.Phone.validate(); err != nil {
+		return nil, fmt.Errorf("abuse: %w", err)
+	}
 	if cfg.TrustTTL == 0 {
 		cfg.TrustTTL = DefaultTrustTTL
 	}
@@ -107,8 +113,8 @@ func New(logger *slog.Logger, cfg Config, store limits.Store, rec Recorder, look
 		cfg.Now = time.Now
 	}
 	pol := copyPolicy(cfg.Policy)
-	if len(pol.Actions) == 0 && len(pol.Allow.CIDRs)+len(pol.Allow.Users)+len(pol.Allow.Devices)+
-		len(pol.Deny.CIDRs)+len(pol.Deny.Users)+len(pol.Deny.Devices) == 0 {
+	if len(pol.Actions) == 0 && len(pol.Allow.CIDRs)+len(pol.Allow.Users)+len(pol.Allow.Devices)+len(pol.Allow.Countries)+
+		len(pol.Deny.CIDRs)+len(pol.Deny.Users)+len(pol.Deny.Devices)+len(pol.Deny.Countries) == 0 {
 		pol = DefaultPolicy()
 	}
 	if err := pol.Validate(); err != nil {
@@ -151,9 +157,10 @@ func copyPolicy(p Policy) Policy {
 
 func copyList(l List) List {
 	return List{
-		CIDRs:   slices.Clone(l.CIDRs),
-		Users:   slices.Clone(l.Users),
-		Devices: slices.Clone(l.Devices),
+		CIDRs:     slices.Clone(l.CIDRs),
+		Users:     slices.Clone(l.Users),
+		Devices:   slices.Clone(l.Devices),
+		Countries: slices.Clone(l.Countries),
 	}
 }
 
@@ -168,12 +175,12 @@ func (g *Guard) action(name string) (*compiledAction, error) {
 
 // subject normalises a request's identifiers and requires at least one.
 func (g *Guard) subject(s Subject) (identity, error) {
-	id, err := normalizeSubject(s, g.cfg.IPv6Prefix)
+	id, err := g.identify(s)
 	if err != nil {
 		return id, err
 	}
 	if id.empty() {
-		return id, &InputError{Code: CodeInvalidRequest, Message: "at least one of user, ip and device is required"}
+		return id, &InputError{Code: CodeInvalidRequest, Message: "at least one of user, ip, device and phone is required"}
 	}
 	return id, nil
 }

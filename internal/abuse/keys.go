@@ -32,6 +32,9 @@ const (
 	dimDevice
 	dimUserIP
 	dimUserDevice
+	dimPhone
+	dimPhoneCountry
+	dimPhonePrefix
 	numDims
 	// dimAddr tags the pseudonym of a full (not aggregated) IP address in
 	// the audit trail; it never names a Redis key.
@@ -83,14 +86,32 @@ func newKeyer(secret []byte, prefix string) *keyer {
 	return k
 }
 
+// hashTag is the byte that names dimension d in a hash input. The values
+// are frozen: changing one would change every key and pseudonym of d
+// (dimAddr keeps 6, its value before the phone dimensions were numbered).
+func hashTag(d dimIndex) byte {
+	switch d {
+	case dimAddr:
+		return 6
+	case dimPhone:
+		return 'p'
+	case dimPhoneCountry:
+		return 'c'
+	case dimPhonePrefix:
+		return 'x'
+	}
+	return byte(d)
+}
+
 // sum hashes one dimension's identity. The input is unambiguous: a tag byte
 // for the dimension, then each component either length-prefixed (user,
-// device) or at a fixed width (an address as 16 bytes plus its prefix
-// length), so no two (dimension, components) pairs share an input.
+// device, the phone dimensions' values) or at a fixed width (an address as
+// 16 bytes plus its prefix length), so no two (dimension, components)
+// pairs share an input.
 func (k *keyer) sum(id *identity, d dimIndex) string {
 	st := k.macs.Get().(*macState)
 	defer k.macs.Put(st)
-	b := append(st.buf[:0], 'g', byte(d))
+	b := append(st.buf[:0], 'g', hashTag(d))
 	if d == dimUser || d == dimUserIP || d == dimUserDevice {
 		b = binary.BigEndian.AppendUint32(b, uint32(len(id.user)))
 		b = append(b, id.user...)
@@ -108,6 +129,11 @@ func (k *keyer) sum(id *identity, d dimIndex) string {
 	if d == dimDevice || d == dimUserDevice {
 		b = binary.BigEndian.AppendUint32(b, uint32(len(id.device)))
 		b = append(b, id.device...)
+	}
+	if isPhoneDim(d) {
+		v := id.phoneValue(d)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
+		b = append(b, v...)
 	}
 	st.buf = b[:0]
 	st.mac.Reset()
@@ -142,6 +168,9 @@ func (k *keyer) hash(id *identity, d dimIndex) string {
 // a slot and are decided by one script, a user's lock and the trust record
 // that spares it are always together, and load spreads over slots by
 // identity, never onto one hot key. Composite keys end in their own hash.
+// The phone dimensions tag their keys with their own hash: a phone_country
+// key is one key per country, by design shared by every request from that
+// country (docs/redis.md, "Hot keys").
 //
 //	log          <prefix>{<tag>}l:<rule>[:<hash>]
 //	failure log  <prefix>{<tag>}f:<rule>[:<hash>]
@@ -243,14 +272,26 @@ func (k *keyer) lockIndexes(id *identity, d dimIndex) []string {
 	if id.hasDevice && (d == dimDevice || d == dimUserDevice) {
 		out = append(out, k.indexKey(k.hash(id, dimDevice)))
 	}
+	if id.hasPhone && isPhoneDim(d) {
+		out = append(out, k.indexKey(k.hash(id, d)))
+	}
 	return out
 }
 
 // lockInfo is what a lock record carries so listings can filter by
 // identifier without raw identifiers in Redis:
 // "<ledger>|<dimension>|<user hash>|<ip hash>|<device hash>", a hash empty
-// when the dimension lacks that component.
+// when the dimension lacks that component; a phone dimension's lock adds
+// "|<hash of the phone, country or prefix>" (records of the other
+// dimensions keep the five fields they always had).
 func (k *keyer) lockInfo(ledger string, d dimIndex, id *identity) string {
+	if isPhoneDim(d) {
+		var ph string
+		if id.hasPhone {
+			ph = k.hash(id, d)
+		}
+		return ledger + "|" + d.String() + "||||" + ph
+	}
 	var uh, ih, dh string
 	if id.hasUser && (d == dimUser || d == dimUserIP || d == dimUserDevice) {
 		uh = k.hash(id, dimUser)
@@ -268,18 +309,23 @@ func (k *keyer) lockInfo(ledger string, d dimIndex, id *identity) string {
 type parsedInfo struct {
 	ledger string
 	dim    dimIndex
-	// user, ip and device are the component hashes, "" when absent.
-	user, ip, device string
+	// user, ip and device are the component hashes, "" when absent;
+	// phone is the hash of a phone dimension's value.
+	user, ip, device, phone string
 }
 
 func parseLockInfo(info string) (parsedInfo, bool) {
 	parts := strings.Split(info, "|")
-	if len(parts) != 5 {
+	if len(parts) != 5 && len(parts) != 6 {
 		return parsedInfo{}, false
 	}
 	d, ok := parseDim(parts[1])
-	if !ok || parts[0] == "" {
+	if !ok || parts[0] == "" || (len(parts) == 6) != isPhoneDim(d) {
 		return parsedInfo{}, false
 	}
-	return parsedInfo{ledger: parts[0], dim: d, user: parts[2], ip: parts[3], device: parts[4]}, true
+	p := parsedInfo{ledger: parts[0], dim: d, user: parts[2], ip: parts[3], device: parts[4]}
+	if len(parts) == 6 {
+		p.phone = parts[5]
+	}
+	return p, true
 }

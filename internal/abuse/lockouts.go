@@ -49,11 +49,11 @@ func (g *Guard) Lockouts(ctx context.Context, f LockoutFilter) (LockoutPage, err
 		return LockoutPage{}, &InputError{Code: CodeInvalidRequest, Field: "limit", Message: "limit must be 1 to 1000"}
 	}
 	q := limits.LockQuery{Limit: f.Limit}
-	fid, err := normalizeSubject(f.Subject, g.cfg.IPv6Prefix)
+	fid, err := g.identify(f.Subject)
 	if err != nil {
 		return LockoutPage{}, err
 	}
-	var wantUser, wantIP, wantDevice string
+	var wantUser, wantIP, wantDevice, wantPhone string
 	if fid.hasUser {
 		wantUser = g.keys.hash(&fid, dimUser)
 	}
@@ -63,6 +63,9 @@ func (g *Guard) Lockouts(ctx context.Context, f LockoutFilter) (LockoutPage, err
 	if fid.hasDevice {
 		wantDevice = g.keys.hash(&fid, dimDevice)
 	}
+	if fid.hasPhone {
+		wantPhone = g.keys.hash(&fid, dimPhone)
+	}
 	switch {
 	case wantUser != "":
 		q.Index = g.keys.indexKey(wantUser)
@@ -70,6 +73,8 @@ func (g *Guard) Lockouts(ctx context.Context, f LockoutFilter) (LockoutPage, err
 		q.Index = g.keys.indexKey(wantIP)
 	case wantDevice != "":
 		q.Index = g.keys.indexKey(wantDevice)
+	case wantPhone != "":
+		q.Index = g.keys.indexKey(wantPhone)
 	default:
 		q.Pattern = g.keys.lockPattern(f.Ledger, wantDim, f.Dimension == "")
 	}
@@ -95,7 +100,10 @@ func (g *Guard) Lockouts(ctx context.Context, f LockoutFilter) (LockoutPage, err
 			f.Dimension != "" && p.dim != wantDim,
 			wantUser != "" && p.user != wantUser,
 			wantIP != "" && p.ip != wantIP,
-			wantDevice != "" && p.device != wantDevice:
+			wantDevice != "" && p.device != wantDevice,
+			// A phone filter names the number's own lockouts (those of
+			// its country or prefix are listed by dimension).
+			wantPhone != "" && (p.dim != dimPhone || p.phone != wantPhone):
 			return false
 		}
 		return true
@@ -129,8 +137,7 @@ func (g *Guard) Lockouts(ctx context.Context, f LockoutFilter) (LockoutPage, err
 	}
 	for _, i := range unresolved {
 		d, _ := parseDim(out.Lockouts[i].Dimension)
-		names{user: fid.user, ip: fid.ip, device: fid.device,
-			hasUser: fid.hasUser, hasIP: fid.hasIP, hasDevice: fid.hasDevice}.fill(&out.Lockouts[i], d)
+		namesOf(&fid).fill(&out.Lockouts[i], d)
 	}
 	return out, nil
 }
@@ -148,7 +155,7 @@ func (g *Guard) resolveFromAudit(ctx context.Context, unresolved map[string]int,
 			return
 		}
 		for _, e := range page.Events {
-			id, ok := eventIdentity(e, g.cfg.IPv6Prefix)
+			id, ok := eventIdentity(e, g.cfg.IPv6Prefix, g.cfg.Phone.PrefixDigits)
 			if !ok {
 				continue
 			}
@@ -192,7 +199,7 @@ func (g *Guard) resolveKey(key string, id *identity, d dimIndex, unresolved map[
 }
 
 // eventIdentity rebuilds an identity from an audit event's identifiers.
-func eventIdentity(e audit.Event, ipv6Prefix int) (identity, bool) {
+func eventIdentity(e audit.Event, ipv6Prefix, prefixDigits int) (identity, bool) {
 	var id identity
 	if e.User != "" {
 		u, err := NormalizeUser(e.User)
@@ -210,6 +217,14 @@ func eventIdentity(e audit.Event, ipv6Prefix int) (identity, bool) {
 	}
 	if e.Device != "" {
 		id.device, id.hasDevice = e.Device, true
+	}
+	if e.Phone != "" {
+		// Stored in E.164, which needs no default region.
+		p, err := parsePhone(e.Phone, "", prefixDigits)
+		if err != nil {
+			return id, false
+		}
+		id.phone, id.hasPhone = p, true
 	}
 	return id, true
 }
@@ -272,12 +287,15 @@ func (g *Guard) Unlock(ctx context.Context, in UnlockInput) error {
 type names struct {
 	user, device   string
 	ip             netip.Addr
+	phone          phoneID
 	hasUser, hasIP bool
 	hasDevice      bool
+	hasPhone       bool
 }
 
 func namesOf(id *identity) names {
-	return names{user: id.user, ip: id.ip, device: id.device, hasUser: id.hasUser, hasIP: id.hasIP, hasDevice: id.hasDevice}
+	return names{user: id.user, ip: id.ip, device: id.device, phone: id.phone,
+		hasUser: id.hasUser, hasIP: id.hasIP, hasDevice: id.hasDevice, hasPhone: id.hasPhone}
 }
 
 // fill sets the identifiers of dimension d that are known and not yet set.
@@ -290,5 +308,15 @@ func (n names) fill(al *ActiveLockout, d dimIndex) {
 	}
 	if n.hasDevice && al.Device == nil && (d == dimDevice || d == dimUserDevice) {
 		al.Device = ptr(n.device)
+	}
+	if n.hasPhone {
+		switch {
+		case d == dimPhone && al.Phone == nil:
+			al.Phone = ptr(n.phone.e164)
+		case d == dimPhoneCountry && al.PhoneCountry == nil:
+			al.PhoneCountry = ptr(n.phone.country)
+		case d == dimPhonePrefix && al.PhonePrefix == nil:
+			al.PhonePrefix = ptr(n.phone.prefix)
+		}
 	}
 }

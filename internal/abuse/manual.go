@@ -108,17 +108,26 @@ func (g *Guard) adminTarget(dim string, s Subject, verb string) (dimIndex, ident
 	if !ok {
 		return 0, id, &InputError{Code: CodeInvalidRequest, Field: "dimension", Message: fmt.Sprintf("unknown dimension %q", dim)}
 	}
-	full, err := normalizeSubject(s, g.cfg.IPv6Prefix)
+	full, err := g.identify(s)
 	if err != nil {
 		return 0, id, err
 	}
 	needUser := d == dimUser || d == dimUserIP || d == dimUserDevice
 	needIP := d == dimIP || d == dimUserIP
 	needDevice := d == dimDevice || d == dimUserDevice
+	// A phone_country or phone_prefix key is named by any number in it.
+	needPhone := isPhoneDim(d)
+	if needPhone && !full.hasPhone && d != dimPhone {
+		p, ok, err := g.phoneKeyOf(d, s)
+		if err != nil {
+			return 0, id, err
+		}
+		full.phone, full.hasPhone = p, ok
+	}
 	for _, need := range []struct {
 		need, has bool
 		field     string
-	}{{needUser, full.hasUser, "user"}, {needIP, full.hasIP, "ip"}, {needDevice, full.hasDevice, "device"}} {
+	}{{needUser, full.hasUser, "user"}, {needIP, full.hasIP, "ip"}, {needDevice, full.hasDevice, "device"}, {needPhone, full.hasPhone, "phone"}} {
 		if need.need && !need.has {
 			return 0, id, &InputError{Code: CodeInvalidRequest, Field: need.field,
 				Message: fmt.Sprintf("%s is required to %s dimension %s", need.field, verb, dim)}
@@ -132,6 +141,9 @@ func (g *Guard) adminTarget(dim string, s Subject, verb string) (dimIndex, ident
 	}
 	if needDevice {
 		id.device, id.hasDevice = full.device, true
+	}
+	if needPhone {
+		id.phone, id.hasPhone = full.phone, true
 	}
 	return d, id, nil
 }

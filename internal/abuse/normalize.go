@@ -159,6 +159,8 @@ type identity struct {
 	hasIP              bool
 	ip                 netip.Addr   // canonical, as sent (audit)
 	ipNet              netip.Prefix // aggregated (limiting)
+	phone              phoneID
+	hasPhone           bool
 	hashes             [numDims]string
 }
 
@@ -190,7 +192,7 @@ func normalizeSubject(s Subject, ipv6Prefix int) (identity, error) {
 	return id, nil
 }
 
-func (id *identity) empty() bool { return !id.hasUser && !id.hasIP && !id.hasDevice }
+func (id *identity) empty() bool { return !id.hasUser && !id.hasIP && !id.hasDevice && !id.hasPhone }
 
 // has reports whether every component of dimension d is present.
 func (id *identity) has(d dimIndex) bool {
@@ -205,6 +207,8 @@ func (id *identity) has(d dimIndex) bool {
 		return id.hasUser && id.hasIP
 	case dimUserDevice:
 		return id.hasUser && id.hasDevice
+	case dimPhone, dimPhoneCountry, dimPhonePrefix:
+		return id.hasPhone
 	}
 	return false
 }

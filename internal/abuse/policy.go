@@ -12,10 +12,15 @@ const (
 	DimDevice     = "device"
 	DimUserIP     = "user+ip"
 	DimUserDevice = "user+device"
+	// The dimensions of a phone number (phone.go): the E.164 number, its
+	// ISO 3166 region and its first phone.prefix_digits digits.
+	DimPhone        = "phone"
+	DimPhoneCountry = "phone_country"
+	DimPhonePrefix  = "phone_prefix"
 )
 
 // Dimensions lists every valid dimension, in canonical order.
-var Dimensions = []string{DimUser, DimIP, DimDevice, DimUserIP, DimUserDevice}
+var Dimensions = []string{DimUser, DimIP, DimDevice, DimUserIP, DimUserDevice, DimPhone, DimPhoneCountry, DimPhonePrefix}
 
 // What a rule does when full (Rule.OnLimit).
 const (
@@ -116,10 +121,13 @@ func (l Lockout) isZero() bool {
 	return l.Ladder == nil && l.Decay == 0 && l.Ledger == "" && !l.CountDenials
 }
 
-// List is an allow or deny list. Users are normalised when the policy is
-// validated.
+// List is an allow or deny list. Users are normalised and countries
+// upper-cased when the policy is validated.
 type List struct {
 	CIDRs   []netip.Prefix `yaml:"cidrs"`
 	Users   []string       `yaml:"users"`
 	Devices []string       `yaml:"devices"`
+	// Countries are ISO 3166 regions (or NonGeoRegion), matched on a
+	// request's phone_country.
+	Countries []string `yaml:"countries"`
 }

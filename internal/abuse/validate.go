@@ -327,6 +327,15 @@ func validateList(ps *problems, section string, l *List) {
 		devices[i] = d
 	}
 	l.Devices = devices
+	countries := make([]string, len(l.Countries))
+	for i, c := range l.Countries {
+		r, ok := NormalizeRegion(c)
+		if !ok {
+			fail(i, "countries", "countries[%d]: %q is not an ISO 3166 region with a numbering plan (e.g. GB, US; %s for non-geographic numbers)", i, c, NonGeoRegion)
+		}
+		countries[i] = r
+	}
+	l.Countries = countries
 }
 
 // unmapPrefix turns an IPv4-mapped IPv6 prefix (::ffff:10.0.0.0/104) into

@@ -44,6 +44,12 @@ type auditIdentifiers interface {
 	AuditDevice(raw string) (string, error)
 }
 
+// auditPhones is implemented by *abuse.Guard: phone numbers read with its
+// phone settings, as audit events store them (hashed when pseudonymised).
+type auditPhones interface {
+	AuditPhone(raw string) (string, error)
+}
+
 // auditAddresses is implemented by *abuse.Guard: with pseudonymised audit
 // events an IP filter must match the address's keyed hash.
 type auditAddresses interface {
@@ -124,6 +130,9 @@ type ForwardAuthConfig struct {
 	UserHeader string `yaml:"user_header"`
 	// DeviceHeader carries the device; default "X-Guard-Device".
 	DeviceHeader string `yaml:"device_header"`
+	// PhoneHeader carries the phone number (E.164, or national in
+	// phone.default_region); default "X-Guard-Phone".
+	PhoneHeader string `yaml:"phone_header"`
 	// TrustedProxies are the networks of the proxies whose X-Forwarded-For
 	// and X-Real-IP are believed. None by default, loopback included.
 	TrustedProxies []netip.Prefix `yaml:"trusted_proxies"`
@@ -147,6 +156,10 @@ type Deps struct {
 	// else abuse.NormalizeUser and abuse.NormalizeDevice.
 	NormalizeUser   func(string) (string, error)
 	NormalizeDevice func(string) (string, error)
+	// NormalizePhone is the same for phone numbers. Default: Guard's
+	// AuditPhone when it has it, else abuse.ParsePhone's E.164 form of
+	// numbers in international form.
+	NormalizePhone func(string) (string, error)
 	// Readiness reports /readyz; default: always ready, "normal", "ok",
 	// "ok", 0.
 	Readiness func(ctx context.Context) Readiness
@@ -207,6 +220,15 @@ func New(logger *slog.Logger, cfg Config, deps Deps) (http.Handler, error) {
 		}
 		if deps.NormalizeDevice == nil {
 			deps.NormalizeDevice = ag.AuditDevice
+		}
+	}
+	if ap, ok := deps.Guard.(auditPhones); ok && deps.NormalizePhone == nil {
+		deps.NormalizePhone = ap.AuditPhone
+	}
+	if deps.NormalizePhone == nil {
+		deps.NormalizePhone = func(raw string) (string, error) {
+			e164, _, _, err := abuse.ParsePhone(raw, "", abuse.DefaultPrefixDigits)
+			return e164, err
 		}
 	}
 	if deps.NormalizeUser == nil {

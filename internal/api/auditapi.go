@@ -15,7 +15,7 @@ import (
 )
 
 // auditParams are the query parameters of GET /v1/audit and /ui/events.
-var auditParams = []string{"user", "ip", "device", "action", "decision", "reason",
+var auditParams = []string{"user", "ip", "device", "phone", "action", "decision", "reason",
 	"kind", "since", "until", "limit", "cursor"}
 
 // auditPage is the JSON answer of GET /v1/audit.
@@ -175,6 +175,11 @@ func (s *server) buildAuditFilter(q map[string]*string, parseTime func(name, v s
 			return f, inputError(err, "device")
 		}
 	}
+	if v := get("phone"); v != "" {
+		if f.Phone, err = s.deps.NormalizePhone(queryPhone(v)); err != nil {
+			return f, inputError(err, "phone")
+		}
+	}
 	if v := get("ip"); v != "" {
 		if f.IP, err = prefixOf(v); err != nil {
 			return f, badRequest("ip", "ip must be an IPv4 or IPv6 address or CIDR without zone")
@@ -244,6 +249,17 @@ func parseQueryTime(v string) (time.Time, error) {
 		}
 	}
 	return at, err
+}
+
+// queryPhone undoes what a query string does to an E.164 number whose "+"
+// was not percent-encoded (?phone=+447400123456, as typed in a shell or a
+// browser's address bar): the "+" arrives as a space, and a phone number
+// given in international form never starts with one.
+func queryPhone(v string) string {
+	if rest, ok := strings.CutPrefix(v, " "); ok && rest != "" && rest[0] >= '1' && rest[0] <= '9' {
+		return "+" + rest
+	}
+	return v
 }
 
 // inputError keeps an *abuse.InputError from a normaliser and turns any

@@ -126,7 +126,7 @@ func TestAuditEventJSONShape(t *testing.T) {
 	h := newTestHandler(t, testConfig(), Deps{Audit: seedAudit(t, 1)})
 	w := call(h, "GET", "/v1/audit?kind=admin", keyAudit, "")
 	want := `{"events":[{"id":"adm1","at":"2026-03-01T11:00:00.000Z","kind":"admin","action":"unlock","decision":null,
-		"reason":null,"outcome":null,"user":"alice@example.com","ip":null,"device":null,"rule":null,"retry_after_ms":null,
+		"reason":null,"outcome":null,"user":"alice@example.com","ip":null,"device":null,"phone":null,"rule":null,"retry_after_ms":null,
 		"lockout_until":null,"degraded":null,"dry_run":null,"api_key":"ops","decision_id":null,"instance":"guard-1",
 		"note":"\u003cscript\u003ealert(\"x\")\u003c/script\u003e"}],"next_cursor":null}`
 	if got := compact(t, w.Body.String()); got != compact(t, want) {

@@ -61,7 +61,7 @@ func checkInput(req sdk.CheckRequest, key string) (abuse.CheckInput, error) {
 	}
 	return abuse.CheckInput{
 		Action:          req.Action,
-		Subject:         abuse.Subject{User: req.User, IP: req.IP, Device: req.Device},
+		Subject:         abuse.Subject{User: req.User, IP: req.IP, Device: req.Device, Phone: req.Phone},
 		Cost:            cost,
 		DryRun:          req.DryRun,
 		ChallengePassed: req.ChallengePassed,
@@ -124,7 +124,7 @@ func (s *server) handleReport(c *gin.Context) {
 	}
 	out, err := s.deps.Guard.Report(c.Request.Context(), abuse.ReportInput{
 		Action:     req.Action,
-		Subject:    abuse.Subject{User: req.User, IP: req.IP, Device: req.Device},
+		Subject:    abuse.Subject{User: req.User, IP: req.IP, Device: req.Device, Phone: req.Phone},
 		Outcome:    req.Outcome,
 		DecisionID: req.DecisionID,
 		APIKey:     keyName(c),

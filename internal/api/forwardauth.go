@@ -17,12 +17,14 @@ import (
 type forwardAuth struct {
 	userHeader   string
 	deviceHeader string
+	phoneHeader  string
 	trusted      []netip.Prefix
 	allowStatus  int
 }
 
 func newForwardAuth(cfg ForwardAuthConfig) (forwardAuth, error) {
-	f := forwardAuth{userHeader: cfg.UserHeader, deviceHeader: cfg.DeviceHeader, allowStatus: cfg.AllowStatus}
+	f := forwardAuth{userHeader: cfg.UserHeader, deviceHeader: cfg.DeviceHeader, phoneHeader: cfg.PhoneHeader,
+		allowStatus: cfg.AllowStatus}
 	switch f.allowStatus {
 	case 0:
 		f.allowStatus = http.StatusNoContent
@@ -35,6 +37,9 @@ func newForwardAuth(cfg ForwardAuthConfig) (forwardAuth, error) {
 	}
 	if f.deviceHeader == "" {
 		f.deviceHeader = "X-Guard-Device"
+	}
+	if f.phoneHeader == "" {
+		f.phoneHeader = "X-Guard-Phone"
 	}
 	for _, p := range cfg.TrustedProxies {
 		if !p.IsValid() {
@@ -145,6 +150,10 @@ func (s *server) handleForwardAuth(c *gin.Context) {
 		return
 	}
 	if subject.Device, err = headerValue(c, s.fwd.deviceHeader, "device"); err != nil {
+		writeError(c, err)
+		return
+	}
+	if subject.Phone, err = headerValue(c, s.fwd.phoneHeader, "phone"); err != nil {
 		writeError(c, err)
 		return
 	}

@@ -15,9 +15,9 @@ import (
 )
 
 // lockoutParams are the query parameters of GET /v1/lockouts.
-var lockoutParams = []string{"user", "ip", "device", "dimension", "ledger", "limit", "cursor"}
+var lockoutParams = []string{"user", "ip", "device", "phone", "dimension", "ledger", "limit", "cursor"}
 
-// handleLockouts answers GET /v1/lockouts?user=&ip=&device=&dimension=&ledger=&limit=&cursor=.
+// handleLockouts answers GET /v1/lockouts?user=&ip=&device=&phone=&dimension=&ledger=&limit=&cursor=.
 func (s *server) handleLockouts(c *gin.Context) {
 	q, err := singleParams(c, lockoutParams...)
 	if err != nil {
@@ -43,13 +43,18 @@ func (s *server) handleLockouts(c *gin.Context) {
 
 // lockRequest is the body of POST /v1/lockouts (v1.1 manual lockouts).
 type lockRequest struct {
-	Dimension  string  `json:"dimension"`
-	User       *string `json:"user,omitempty"`
-	IP         *string `json:"ip,omitempty"`
-	Device     *string `json:"device,omitempty"`
-	DurationMs *int64  `json:"duration_ms"`
-	Reason     string  `json:"reason,omitempty"`
-	Ledger     string  `json:"ledger,omitempty"`
+	Dimension string  `json:"dimension"`
+	User      *string `json:"user,omitempty"`
+	IP        *string `json:"ip,omitempty"`
+	Device    *string `json:"device,omitempty"`
+	Phone     *string `json:"phone,omitempty"`
+	// PhoneCountry and PhonePrefix name a phone_country or phone_prefix
+	// key as listings show it, instead of a number in it.
+	PhoneCountry *string `json:"phone_country,omitempty"`
+	PhonePrefix  *string `json:"phone_prefix,omitempty"`
+	DurationMs   *int64  `json:"duration_ms"`
+	Reason       string  `json:"reason,omitempty"`
+	Ledger       string  `json:"ledger,omitempty"`
 }
 
 // handleLock answers POST /v1/lockouts: 201 with one entry per ledger.
@@ -76,7 +81,7 @@ func (s *server) lock(c *gin.Context, req lockRequest) ([]abuse.ActiveLockout, e
 		return nil, badRequest("dimension", "dimension is required")
 	}
 	if !validDimension(req.Dimension) {
-		return nil, badRequest("dimension", "dimension must be one of user, ip, device, user+ip, user+device")
+		return nil, errUnknownDimension
 	}
 	if req.DurationMs == nil {
 		return nil, badRequest("duration_ms", "duration_ms is required")
@@ -86,11 +91,12 @@ func (s *server) lock(c *gin.Context, req lockRequest) ([]abuse.ActiveLockout, e
 	}
 	list, err := s.deps.Guard.Lock(c.Request.Context(), abuse.LockInput{
 		Dimension: req.Dimension,
-		Subject:   abuse.Subject{User: req.User, IP: req.IP, Device: req.Device},
-		Ledger:    req.Ledger,
-		Duration:  time.Duration(*req.DurationMs) * time.Millisecond,
-		Reason:    req.Reason,
-		APIKey:    keyName(c),
+		Subject: abuse.Subject{User: req.User, IP: req.IP, Device: req.Device, Phone: req.Phone,
+			PhoneCountry: req.PhoneCountry, PhonePrefix: req.PhonePrefix},
+		Ledger:   req.Ledger,
+		Duration: time.Duration(*req.DurationMs) * time.Millisecond,
+		Reason:   req.Reason,
+		APIKey:   keyName(c),
 	})
 	if err != nil {
 		return nil, dependency(err)
@@ -108,10 +114,13 @@ func lockoutFilter(q map[string]*string) (abuse.LockoutFilter, error) {
 			delete(q, k)
 		}
 	}
-	f := abuse.LockoutFilter{Subject: abuse.Subject{User: q["user"], IP: q["ip"], Device: q["device"]}}
+	if p := q["phone"]; p != nil {
+		*p = queryPhone(*p)
+	}
+	f := abuse.LockoutFilter{Subject: abuse.Subject{User: q["user"], IP: q["ip"], Device: q["device"], Phone: q["phone"]}}
 	if d := q["dimension"]; d != nil {
 		if !validDimension(*d) {
-			return f, badRequest("dimension", "dimension must be one of user, ip, device, user+ip, user+device")
+			return f, errUnknownDimension
 		}
 		f.Dimension = *d
 	}
@@ -131,6 +140,9 @@ func lockoutFilter(q map[string]*string) (abuse.LockoutFilter, error) {
 	return f, nil
 }
 
+// errUnknownDimension answers a dimension that is none of abuse.Dimensions.
+var errUnknownDimension = badRequest("dimension", "dimension must be one of "+strings.Join(abuse.Dimensions, ", "))
+
 func validDimension(d string) bool {
 	for _, v := range abuse.Dimensions {
 		if d == v {
@@ -144,14 +156,17 @@ func wireLockouts(list []abuse.ActiveLockout) []sdk.LockoutEntry {
 	out := make([]sdk.LockoutEntry, 0, len(list))
 	for _, l := range list {
 		out = append(out, sdk.LockoutEntry{
-			Ledger:    l.Ledger,
-			Dimension: l.Dimension,
-			User:      l.User,
-			IP:        l.IP,
-			Device:    l.Device,
-			Level:     l.Level,
-			Since:     l.Since.UTC(),
-			Until:     l.Until.UTC(),
+			Ledger:       l.Ledger,
+			Dimension:    l.Dimension,
+			User:         l.User,
+			IP:           l.IP,
+			Device:       l.Device,
+			Phone:        l.Phone,
+			PhoneCountry: l.PhoneCountry,
+			PhonePrefix:  l.PhonePrefix,
+			Level:        l.Level,
+			Since:        l.Since.UTC(),
+			Until:        l.Until.UTC(),
 		})
 	}
 	return out
@@ -169,15 +184,16 @@ func (s *server) handleUnlock(c *gin.Context) {
 		return
 	}
 	if !validDimension(req.Dimension) {
-		writeError(c, badRequest("dimension", "dimension must be one of user, ip, device, user+ip, user+device"))
+		writeError(c, errUnknownDimension)
 		return
 	}
 	err := s.deps.Guard.Unlock(c.Request.Context(), abuse.UnlockInput{
 		Dimension: req.Dimension,
-		Subject:   abuse.Subject{User: req.User, IP: req.IP, Device: req.Device},
-		Ledger:    req.Ledger,
-		Reason:    req.Reason,
-		APIKey:    keyName(c),
+		Subject: abuse.Subject{User: req.User, IP: req.IP, Device: req.Device, Phone: req.Phone,
+			PhoneCountry: req.PhoneCountry, PhonePrefix: req.PhonePrefix},
+		Ledger: req.Ledger,
+		Reason: req.Reason,
+		APIKey: keyName(c),
 	})
 	if err != nil {
 		writeError(c, dependency(err))

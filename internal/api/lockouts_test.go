@@ -185,7 +185,7 @@ func TestPolicy(t *testing.T) {
 		"failures":[{"name":"login/user+ip/failures","dimension":"user+ip","limit":10,"window_ms":900000,"shadow":true,"algorithm":"log"}],
 		"lockout":{"ladder_ms":[60000,300000],"decay_ms":86400000,"ledger":"auth","count_denials":true},
 		"on_store_failure":"local","shadow":false,"reserve_failures":false}},
-		"lists":{"allow":{"cidrs":["10.0.0.0/8"],"users":[],"devices":[]},"deny":{"cidrs":[],"users":["mallory"],"devices":[]}}}`
+		"lists":{"allow":{"cidrs":["10.0.0.0/8"],"users":[],"devices":[],"countries":[]},"deny":{"cidrs":[],"users":["mallory"],"devices":[],"countries":[]}}}`
 	if compact(t, w.Body.String()) != compact(t, want) {
 		t.Errorf("policy =\n%s\nwant\n%s", compact(t, w.Body.String()), compact(t, want))
 	}

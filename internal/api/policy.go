@@ -74,9 +74,10 @@ func millisList(ds []time.Duration) []int64 {
 
 func wireList(l abuse.List) sdk.PolicyList {
 	out := sdk.PolicyList{
-		CIDRs:   make([]string, 0, len(l.CIDRs)),
-		Users:   append([]string{}, l.Users...),
-		Devices: append([]string{}, l.Devices...),
+		CIDRs:     make([]string, 0, len(l.CIDRs)),
+		Users:     append([]string{}, l.Users...),
+		Devices:   append([]string{}, l.Devices...),
+		Countries: append([]string{}, l.Countries...),
 	}
 	for _, p := range l.CIDRs {
 		out.CIDRs = append(out.CIDRs, p.String())

@@ -37,11 +37,12 @@ func (s *server) handleUIUnlockMany(c *gin.Context) {
 			return
 		}
 		targets = append(targets, abuse.UnlockInput{Dimension: l.Dimension, Ledger: l.Ledger,
-			Subject: abuse.Subject{User: l.User, IP: l.IP, Device: l.Device}, Reason: reason, APIKey: keyName(c)})
+			Subject: abuse.Subject{User: l.User, IP: l.IP, Device: l.Device, Phone: l.Phone,
+				PhoneCountry: l.PhoneCountry, PhonePrefix: l.PhonePrefix}, Reason: reason, APIKey: keyName(c)})
 	}
 	if c.PostForm("all") == "1" {
 		q := map[string]*string{}
-		for _, k := range []string{"user", "ip", "device", "dimension", "ledger"} {
+		for _, k := range []string{"user", "ip", "device", "phone", "dimension", "ledger"} {
 			if v := c.PostForm(k); v != "" {
 				q[k] = &v
 			}
@@ -74,7 +75,7 @@ func (s *server) handleUIUnlockMany(c *gin.Context) {
 				continue
 			}
 			l := abuse.ActiveLockout{Dimension: v.Get("dimension"), Ledger: v.Get("ledger")}
-			for k, dst := range map[string]**string{"user": &l.User, "ip": &l.IP, "device": &l.Device} {
+			for k, dst := range lockoutIdentifiers(&l) {
 				if x := v.Get(k); x != "" {
 					*dst = &x
 				}

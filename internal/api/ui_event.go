@@ -96,13 +96,16 @@ func (s *server) handleUIEvent(c *gin.Context) {
 }
 
 // relatedEvents fills the same-decision and same-subject lists from the
-// events of the subject (user, else device, else IP) within a day of e.
+// events of the subject (user, else phone, else device, else IP) within a
+// day of e.
 func (s *server) relatedEvents(c *gin.Context, p *eventPage) {
 	e := p.Event
 	f := audit.Filter{Since: e.At.Add(-24 * time.Hour), Until: e.At.Add(24 * time.Hour), Limit: audit.MaxLimit}
 	switch {
 	case e.User != "":
 		f.User, p.SubjectField, p.Subject = e.User, "user", e.User
+	case e.Phone != "":
+		f.Phone, p.SubjectField, p.Subject = e.Phone, "phone", e.Phone
 	case e.Device != "":
 		f.Device, p.SubjectField, p.Subject = e.Device, "device", e.Device
 	case e.IP != "":

@@ -39,11 +39,11 @@ const countCap = 10000
 // picker fields beside since and until, and newer (a cursor to page
 // towards newer events).
 var uiEventParams = append(append([]string(nil), auditParams...), "since_at", "until_at", "newer",
-	"user_exact", "ip_exact", "device_exact")
+	"user_exact", "ip_exact", "device_exact", "phone_exact")
 
 // eventFilterFields are the filter fields a link or an export keeps.
-var eventFilterFields = []string{"user", "ip", "device", "action", "decision", "reason", "kind", "since", "until", "since_at", "until_at", "limit",
-	"user_exact", "ip_exact", "device_exact"}
+var eventFilterFields = []string{"user", "ip", "device", "phone", "action", "decision", "reason", "kind", "since", "until", "since_at", "until_at", "limit",
+	"user_exact", "ip_exact", "device_exact", "phone_exact"}
 
 type uiEvent struct {
 	audit.Event
@@ -212,8 +212,8 @@ func (s *server) uiAuditFilter(q map[string]*string, now time.Time) (audit.Filte
 		}
 		q[pair[0]] = at
 	}
-	var exact [3]string
-	for i, name := range []string{"user", "ip", "device"} {
+	var exact [4]string
+	for i, name := range []string{"user", "ip", "device", "phone"} {
 		v := q[name+"_exact"]
 		delete(q, name+"_exact")
 		if v == nil || *v == "" {
@@ -257,6 +257,9 @@ func (s *server) uiAuditFilter(q map[string]*string, now time.Time) (audit.Filte
 	}
 	if exact[2] != "" {
 		f.Device = exact[2]
+	}
+	if exact[3] != "" {
+		f.Phone = exact[3]
 	}
 	return f, nil
 }

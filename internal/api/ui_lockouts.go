@@ -25,6 +25,9 @@ var lockDurations = []struct{ Value, Label string }{
 type uiLockout struct {
 	abuse.ActiveLockout
 	User, IP, Device string
+	// Phone is the entry's phone key: the number, or the country or
+	// prefix of a phone_country or phone_prefix lockout.
+	Phone string
 	// Unlockable is false when Guard could not name the identifiers (then
 	// only the API, with the identifiers, can lift it).
 	Unlockable bool
@@ -119,14 +122,15 @@ func (s *server) renderLockouts(c *gin.Context, status int, p *uiLockoutsPage) {
 		status = http.StatusBadRequest
 	}
 	for _, l := range page.Lockouts {
-		u := uiLockout{ActiveLockout: l, User: derefStr(l.User), IP: derefStr(l.IP), Device: derefStr(l.Device)}
+		u := uiLockout{ActiveLockout: l, User: derefStr(l.User), IP: derefStr(l.IP), Device: derefStr(l.Device),
+			Phone: derefStr(l.Phone) + derefStr(l.PhoneCountry) + derefStr(l.PhonePrefix)}
 		u.Unlockable = unlockable(l)
 		u.Sel = lockoutSel(l)
 		p.Lockouts = append(p.Lockouts, u)
 	}
 	if page.Next != "" || f.Cursor != "" {
 		v := url.Values{}
-		for _, k := range []string{"user", "ip", "device", "dimension", "ledger", "limit"} {
+		for _, k := range []string{"user", "ip", "device", "phone", "dimension", "ledger", "limit"} {
 			if p.Form[k] != "" {
 				v.Set(k, p.Form[k])
 			}
@@ -153,15 +157,22 @@ func (s *server) renderLockouts(c *gin.Context, status int, p *uiLockoutsPage) {
 func unlockable(l abuse.ActiveLockout) bool {
 	d := l.Dimension
 	return !(strings.Contains(d, "user") && l.User == nil || strings.Contains(d, "ip") && l.IP == nil ||
-		strings.Contains(d, "device") && l.Device == nil)
+		strings.Contains(d, "device") && l.Device == nil || d == abuse.DimPhone && l.Phone == nil ||
+		d == abuse.DimPhoneCountry && l.PhoneCountry == nil || d == abuse.DimPhonePrefix && l.PhonePrefix == nil)
+}
+
+// lockoutIdentifiers are an entry's identifiers by form field name.
+func lockoutIdentifiers(l *abuse.ActiveLockout) map[string]**string {
+	return map[string]**string{"user": &l.User, "ip": &l.IP, "device": &l.Device, "phone": &l.Phone,
+		"phone_country": &l.PhoneCountry, "phone_prefix": &l.PhonePrefix}
 }
 
 // lockoutSel encodes an entry for the bulk unlock form.
 func lockoutSel(l abuse.ActiveLockout) string {
 	v := url.Values{"dimension": {l.Dimension}, "ledger": {l.Ledger}}
-	for k, p := range map[string]*string{"user": l.User, "ip": l.IP, "device": l.Device} {
-		if p != nil {
-			v.Set(k, *p)
+	for k, p := range lockoutIdentifiers(&l) {
+		if *p != nil {
+			v.Set(k, **p)
 		}
 	}
 	return v.Encode()
@@ -183,7 +194,8 @@ func formSubject(c *gin.Context) abuse.Subject {
 		}
 		return nil
 	}
-	return abuse.Subject{User: get("user"), IP: get("ip"), Device: get("device")}
+	return abuse.Subject{User: get("user"), IP: get("ip"), Device: get("device"), Phone: get("phone"),
+		PhoneCountry: get("phone_country"), PhonePrefix: get("phone_prefix")}
 }
 
 // handleUIUnlock lifts a lockout from the lockouts page (admin, CSRF
@@ -228,7 +240,7 @@ func (s *server) handleUILock(c *gin.Context) {
 		return
 	}
 	p := s.newLockoutsPage()
-	for _, k := range []string{"dimension", "user", "ip", "device", "ledger", "duration", "reason"} {
+	for _, k := range []string{"dimension", "user", "ip", "device", "phone", "ledger", "duration", "reason"} {
 		p.Lock[k] = c.PostForm(k)
 	}
 	fail := func(field, msg string) {
@@ -247,8 +259,9 @@ func (s *server) handleUILock(c *gin.Context) {
 	}
 	ms := d.Milliseconds()
 	t0 := s.now().UTC().Truncate(time.Millisecond)
-	_, err = s.lock(c, lockRequest{Dimension: p.Lock["dimension"], User: formSubject(c).User, IP: formSubject(c).IP,
-		Device: formSubject(c).Device, DurationMs: &ms, Reason: reason, Ledger: p.Lock["ledger"]})
+	fs := formSubject(c)
+	_, err = s.lock(c, lockRequest{Dimension: p.Lock["dimension"], User: fs.User, IP: fs.IP, Device: fs.Device, Phone: fs.Phone,
+		PhoneCountry: fs.PhoneCountry, PhonePrefix: fs.PhonePrefix, DurationMs: &ms, Reason: reason, Ledger: p.Lock["ledger"]})
 	if err != nil {
 		e := classify(err)
 		if e.Status >= 500 {

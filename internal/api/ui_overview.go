@@ -155,7 +155,8 @@ func (s *server) fillOverview(p *overviewPage, o audit.Overview) {
 	for _, t := range []struct {
 		title, field string
 		rows         []audit.TopCount
-	}{{"Top denied IPs", "ip", o.TopIPs}, {"Top denied users", "user", o.TopUsers}, {"Top denied devices", "device", o.TopDevices}} {
+	}{{"Top denied IPs", "ip", o.TopIPs}, {"Top denied users", "user", o.TopUsers}, {"Top denied devices", "device", o.TopDevices},
+		{"Top denied phones", "phone", o.TopPhones}} {
 		tl := topList{Title: t.title, Field: t.field}
 		for _, r := range t.rows {
 			v := url.Values{"kind": {"check"}, "decision": {"deny"}, "since": {p.Window}, s.storedParam(t.field): {r.Value}}

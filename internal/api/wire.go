@@ -32,14 +32,17 @@ type reportJSON struct {
 
 // lockoutEntryJSON is sdk.LockoutEntry on the wire.
 type lockoutEntryJSON struct {
-	Ledger    string  `json:"ledger"`
-	Dimension string  `json:"dimension"`
-	User      *string `json:"user,omitempty"`
-	IP        *string `json:"ip,omitempty"`
-	Device    *string `json:"device,omitempty"`
-	Level     int     `json:"level"`
-	Since     string  `json:"since"`
-	Until     string  `json:"until"`
+	Ledger       string  `json:"ledger"`
+	Dimension    string  `json:"dimension"`
+	User         *string `json:"user,omitempty"`
+	IP           *string `json:"ip,omitempty"`
+	Device       *string `json:"device,omitempty"`
+	Phone        *string `json:"phone,omitempty"`
+	PhoneCountry *string `json:"phone_country,omitempty"`
+	PhonePrefix  *string `json:"phone_prefix,omitempty"`
+	Level        int     `json:"level"`
+	Since        string  `json:"since"`
+	Until        string  `json:"until"`
 }
 
 // lockoutsJSON is sdk.LockoutsResponse on the wire.
@@ -53,6 +56,7 @@ func encodeLockouts(r sdk.LockoutsResponse) lockoutsJSON {
 	for _, l := range r.Lockouts {
 		out.Lockouts = append(out.Lockouts, lockoutEntryJSON{
 			Ledger: l.Ledger, Dimension: l.Dimension, User: l.User, IP: l.IP, Device: l.Device,
+			Phone: l.Phone, PhoneCountry: l.PhoneCountry, PhonePrefix: l.PhonePrefix,
 			Level: l.Level, Since: sdk.FormatTime(l.Since), Until: sdk.FormatTime(l.Until),
 		})
 	}

@@ -43,6 +43,9 @@ type Event struct {
 	User   string
 	IP     string
 	Device string
+	// Phone is the phone number in E.164, or its keyed hash when
+	// audit.pseudonymize is on.
+	Phone string
 	// Rule is the most restrictive rule of a check.
 	Rule string
 	// RetryAfterMs is the check's retry_after_ms.
@@ -75,8 +78,10 @@ type Filter struct {
 	IP   netip.Prefix // a single address is a /32 or /128 prefix
 	// IPText matches the stored IP text exactly: how pseudonymised events
 	// (whose IP is a keyed hash, not an address) are found by address.
-	IPText   string
-	Device   string
+	IPText string
+	Device string
+	// Phone matches the stored phone exactly (E.164 or its hash).
+	Phone    string
 	Action   string
 	Decision string
 	Reason   string

@@ -15,7 +15,7 @@ import (
 // in the order MarshalJSON writes them. Callers must not modify it.
 var CSVHeader = []string{
 	"id", "at", "kind", "action", "decision", "reason", "outcome", "user",
-	"ip", "device", "rule", "retry_after_ms", "lockout_until", "degraded",
+	"ip", "device", "phone", "rule", "retry_after_ms", "lockout_until", "degraded",
 	"dry_run", "api_key", "decision_id", "instance", "note",
 }
 
@@ -56,7 +56,7 @@ func neutralizeFormula(c string) string {
 func (e Event) csvCells() []string {
 	r := make([]string, 0, len(CSVHeader))
 	r = append(r, e.ID, formatTime(e.At), e.Kind, e.Action, e.Decision,
-		e.Reason, e.Outcome, e.User, e.IP, e.Device, e.Rule)
+		e.Reason, e.Outcome, e.User, e.IP, e.Device, e.Phone, e.Rule)
 	if e.RetryAfterMs != nil {
 		r = append(r, strconv.FormatInt(*e.RetryAfterMs, 10))
 	} else {

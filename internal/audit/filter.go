@@ -54,6 +54,7 @@ func matches(f Filter, e Event) bool {
 	case f.ID != "" && e.ID != f.ID,
 		f.User != "" && e.User != f.User,
 		f.Device != "" && e.Device != f.Device,
+		f.Phone != "" && e.Phone != f.Phone,
 		f.IPText != "" && e.IP != f.IPText,
 		f.Action != "" && e.Action != f.Action,
 		f.Decision != "" && e.Decision != f.Decision,

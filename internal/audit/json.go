@@ -26,6 +26,7 @@ type wireEvent struct {
 	User         *string `json:"user"`
 	IP           *string `json:"ip"`
 	Device       *string `json:"device"`
+	Phone        *string `json:"phone"`
 	Rule         *string `json:"rule"`
 	RetryAfterMs *int64  `json:"retry_after_ms"`
 	LockoutUntil *string `json:"lockout_until"`
@@ -52,6 +53,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		User:         nullString(e.User),
 		IP:           nullString(e.IP),
 		Device:       nullString(e.Device),
+		Phone:        nullString(e.Phone),
 		Rule:         nullString(e.Rule),
 		RetryAfterMs: e.RetryAfterMs,
 		Degraded:     e.Degraded,
@@ -90,6 +92,7 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		User:         deref(w.User),
 		IP:           deref(w.IP),
 		Device:       deref(w.Device),
+		Phone:        deref(w.Phone),
 		Rule:         deref(w.Rule),
 		RetryAfterMs: w.RetryAfterMs,
 		Degraded:     w.Degraded,

@@ -19,12 +19,12 @@ func TestEventJSON(t *testing.T) {
 		want string
 	}{
 		{"check", Event{ID: "01J", At: at, Kind: KindCheck, Action: "login", Decision: "deny",
-			Reason: "rate_limited", User: "alice", IP: "203.0.113.5", Device: "d1", Rule: "login/ip",
+			Reason: "rate_limited", User: "alice", IP: "203.0.113.5", Device: "d1", Phone: "+447400123456", Rule: "login/ip",
 			RetryAfterMs: ptr(int64(1500)), Degraded: ptr(false), DryRun: ptr(true), APIKey: "auth",
 			DecisionID: "01J", Instance: "guard-1"},
-			`{"id":"01J","at":"2026-11-30T04:30:43.123Z","kind":"check","action":"login","decision":"deny","reason":"rate_limited","outcome":null,"user":"alice","ip":"203.0.113.5","device":"d1","rule":"login/ip","retry_after_ms":1500,"lockout_until":null,"degraded":false,"dry_run":true,"api_key":"auth","decision_id":"01J","instance":"guard-1","note":null}`},
+			`{"id":"01J","at":"2026-11-30T04:30:43.123Z","kind":"check","action":"login","decision":"deny","reason":"rate_limited","outcome":null,"user":"alice","ip":"203.0.113.5","device":"d1","phone":"+447400123456","rule":"login/ip","retry_after_ms":1500,"lockout_until":null,"degraded":false,"dry_run":true,"api_key":"auth","decision_id":"01J","instance":"guard-1","note":null}`},
 		{"admin, nulls", Event{ID: "a", At: at, Kind: KindAdmin, Action: "unlock", LockoutUntil: &lu, Note: "<ok> & \"x\""},
-			`{"id":"a","at":"2026-11-30T04:30:43.123Z","kind":"admin","action":"unlock","decision":null,"reason":null,"outcome":null,"user":null,"ip":null,"device":null,"rule":null,"retry_after_ms":null,"lockout_until":"2026-11-30T04:31:43.123Z","degraded":null,"dry_run":null,"api_key":null,"decision_id":null,"instance":null,"note":"\u003cok\u003e \u0026 \"x\""}`},
+			`{"id":"a","at":"2026-11-30T04:30:43.123Z","kind":"admin","action":"unlock","decision":null,"reason":null,"outcome":null,"user":null,"ip":null,"device":null,"phone":null,"rule":null,"retry_after_ms":null,"lockout_until":"2026-11-30T04:31:43.123Z","degraded":null,"dry_run":null,"api_key":null,"decision_id":null,"instance":null,"note":"\u003cok\u003e \u0026 \"x\""}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

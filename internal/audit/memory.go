@@ -75,7 +75,7 @@ const eventOverhead = int64(unsafe.Sizeof(Event{})) + 64 + 4*16
 // ID twice: in the event and as the dedup map's key) plus eventOverhead.
 func eventBytes(e *Event) int64 {
 	n := 2*len(e.ID) + len(e.Kind) + len(e.Action) + len(e.Decision) + len(e.Reason) +
-		len(e.Outcome) + len(e.User) + len(e.IP) + len(e.Device) + len(e.Rule) +
+		len(e.Outcome) + len(e.User) + len(e.IP) + len(e.Device) + len(e.Phone) + len(e.Rule) +
 		len(e.APIKey) + len(e.DecisionID) + len(e.Instance) + len(e.Note)
 	return int64(n) + eventOverhead
 }

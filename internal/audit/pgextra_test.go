@@ -30,18 +30,28 @@ func TestMigrateUpDownUp(t *testing.T) {
 		}
 		return ok
 	}
+	phoneExists := func() bool {
+		var ok bool
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.columns
+			WHERE table_name = 'audit_events' AND column_name = 'phone')`).Scan(&ok); err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
 	steps := []struct {
 		direction   string
 		wantVersion uint
 		wantTable   bool
+		wantPhone   bool
 	}{
-		{MigrateVersion, 0, false},
-		{MigrateUp, 1, true},
-		{MigrateUp, 1, true}, // nothing to do is not an error
-		{MigrateDown, 0, false},
-		{MigrateDown, 0, false},
-		{MigrateUp, 1, true},
-		{MigrateVersion, 1, true},
+		{MigrateVersion, 0, false, false},
+		{MigrateUp, 2, true, true},
+		{MigrateUp, 2, true, true}, // nothing to do is not an error
+		{MigrateDown, 1, true, false},
+		{MigrateDown, 0, false, false},
+		{MigrateDown, 0, false, false},
+		{MigrateUp, 2, true, true},
+		{MigrateVersion, 2, true, true},
 	}
 	for i, st := range steps {
 		v, dirty, err := Migrate(ctx, u, st.direction)
@@ -53,6 +63,9 @@ func TestMigrateUpDownUp(t *testing.T) {
 		}
 		if got := tableExists(); got != st.wantTable {
 			t.Errorf("step %d %s: got table %v, want %v", i, st.direction, got, st.wantTable)
+		}
+		if got := phoneExists(); got != st.wantPhone {
+			t.Errorf("step %d %s: got phone column %v, want %v", i, st.direction, got, st.wantPhone)
 		}
 	}
 	// The schema works after the round trip.

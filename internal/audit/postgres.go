@@ -85,12 +85,12 @@ func NewPGStore(logger *slog.Logger, pool *pgxpool.Pool, cfg PGConfig) *PGStore 
 var eventColumns = []string{
 	"at", "id", "kind", "action", "decision", "reason", "outcome", "user_id",
 	"ip", "ip_addr", "device", "rule", "retry_after_ms", "lockout_until",
-	"degraded", "dry_run", "api_key", "decision_id", "instance", "note",
+	"degraded", "dry_run", "api_key", "decision_id", "instance", "note", "phone",
 }
 
 const selectColumns = `at, id, kind, action, decision, reason, outcome, user_id,
 	ip, device, rule, retry_after_ms, lockout_until, degraded, dry_run, api_key,
-	decision_id, instance, note`
+	decision_id, instance, note, phone`
 
 func eventRow(e Event) []any {
 	var addr any
@@ -103,7 +103,7 @@ func eventRow(e Event) []any {
 		nullText(e.IP), addr, nullText(e.Device), nullText(e.Rule),
 		e.RetryAfterMs, e.LockoutUntil, e.Degraded, e.DryRun,
 		nullText(e.APIKey), nullText(e.DecisionID), nullText(e.Instance),
-		nullText(e.Note),
+		nullText(e.Note), nullText(e.Phone),
 	}
 }
 
@@ -283,7 +283,7 @@ func buildWhere(f Filter) ([]string, []any) {
 		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
 	}
 	for _, c := range []struct{ col, v string }{
-		{"id", f.ID}, {"user_id", f.User}, {"device", f.Device}, {"ip", f.IPText}, {"action", f.Action},
+		{"id", f.ID}, {"user_id", f.User}, {"device", f.Device}, {"phone", f.Phone}, {"ip", f.IPText}, {"action", f.Action},
 		{"decision", f.Decision}, {"reason", f.Reason}, {"kind", f.Kind},
 	} {
 		if c.v != "" {
@@ -313,17 +313,18 @@ func scanEvent(rows pgx.Rows) (Event, error) {
 	var (
 		e                                                Event
 		action, decision, reason, outcome, user, ip, dev *string
-		rule, apiKey, decisionID, instance, note         *string
+		rule, apiKey, decisionID, instance, note, phone  *string
 	)
 	err := rows.Scan(&e.At, &e.ID, &e.Kind, &action, &decision, &reason,
 		&outcome, &user, &ip, &dev, &rule, &e.RetryAfterMs, &e.LockoutUntil,
-		&e.Degraded, &e.DryRun, &apiKey, &decisionID, &instance, &note)
+		&e.Degraded, &e.DryRun, &apiKey, &decisionID, &instance, &note, &phone)
 	if err != nil {
 		return Event{}, err
 	}
 	e.Action, e.Decision, e.Reason, e.Outcome = deref(action), deref(decision), deref(reason), deref(outcome)
 	e.User, e.IP, e.Device, e.Rule = deref(user), deref(ip), deref(dev), deref(rule)
 	e.APIKey, e.DecisionID, e.Instance, e.Note = deref(apiKey), deref(decisionID), deref(instance), deref(note)
+	e.Phone = deref(phone)
 	e.At = e.At.UTC()
 	if e.LockoutUntil != nil {
 		lu := e.LockoutUntil.UTC()

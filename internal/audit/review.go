@@ -105,7 +105,7 @@ func (s *PGStore) Overview(ctx context.Context, q OverviewQuery) (Overview, erro
 	for _, t := range []struct {
 		col string
 		dst *[]TopCount
-	}{{"ip", &out.TopIPs}, {"user_id", &out.TopUsers}, {"device", &out.TopDevices}} {
+	}{{"ip", &out.TopIPs}, {"user_id", &out.TopUsers}, {"device", &out.TopDevices}, {"phone", &out.TopPhones}} {
 		rows, err := s.pool.Query(ctx, `SELECT `+t.col+`, count(*) FROM audit_events
 			WHERE kind = 'check' AND decision = 'deny' AND at >= $1 AND at < $2 AND `+t.col+` IS NOT NULL
 			GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT $3`, q.Since, q.Until, q.Top)
@@ -185,7 +185,7 @@ func (s *MemoryStore) Overview(_ context.Context, q OverviewQuery) (Overview, er
 		decision, reason string
 	}
 	series := map[key]int64{}
-	tops := [3]map[string]int64{{}, {}, {}}
+	tops := [4]map[string]int64{{}, {}, {}, {}}
 	s.mu.RLock()
 	for i := s.n - 1; i >= 0; i-- {
 		e := s.at(i)
@@ -198,7 +198,7 @@ func (s *MemoryStore) Overview(_ context.Context, q OverviewQuery) (Overview, er
 		b := int64(e.At.Sub(q.Since) / q.Bucket)
 		series[key{b, e.Decision, e.Reason}]++
 		if e.Decision == "deny" {
-			for j, v := range []string{e.IP, e.User, e.Device} {
+			for j, v := range []string{e.IP, e.User, e.Device, e.Phone} {
 				if v != "" {
 					tops[j][v]++
 				}
@@ -212,7 +212,7 @@ func (s *MemoryStore) Overview(_ context.Context, q OverviewQuery) (Overview, er
 	slices.SortFunc(out.Series, func(a, b SeriesCount) int {
 		return cmp.Or(a.Start.Compare(b.Start), strings.Compare(a.Decision, b.Decision), strings.Compare(a.Reason, b.Reason))
 	})
-	for j, dst := range []*[]TopCount{&out.TopIPs, &out.TopUsers, &out.TopDevices} {
+	for j, dst := range []*[]TopCount{&out.TopIPs, &out.TopUsers, &out.TopDevices, &out.TopPhones} {
 		for v, n := range tops[j] {
 			*dst = append(*dst, TopCount{Value: v, Count: n})
 		}
@@ -272,6 +272,9 @@ type Overview struct {
 	// TopIPs, TopUsers and TopDevices are the identifiers of the most
 	// denied checks, most first (ties by value).
 	TopIPs, TopUsers, TopDevices []TopCount
+	// TopPhones are the phone numbers of the most denied checks (SMS
+	// pumping shows as many numbers of one prefix here).
+	TopPhones []TopCount
 }
 
 // SeriesCount is one bucket's count of one decision and reason.

@@ -133,8 +133,8 @@ func testOverview(t *testing.T, s reviewStore) {
 	ev := fixture(base)
 	// Two more denials of 203.0.113.9 in minute 2, one of another IP.
 	ev = append(ev,
-		Event{ID: "x1", At: base.Add(2*time.Minute + time.Second), Kind: KindCheck, Action: "login", Decision: "deny", Reason: "rate_limited", IP: "203.0.113.9", User: "zed"},
-		Event{ID: "x2", At: base.Add(2*time.Minute + 2*time.Second), Kind: KindCheck, Action: "login", Decision: "deny", Reason: "rate_limited", IP: "203.0.113.9"},
+		Event{ID: "x1", At: base.Add(2*time.Minute + time.Second), Kind: KindCheck, Action: "login", Decision: "deny", Reason: "rate_limited", IP: "203.0.113.9", User: "zed", Phone: "+447400123456"},
+		Event{ID: "x2", At: base.Add(2*time.Minute + 2*time.Second), Kind: KindCheck, Action: "login", Decision: "deny", Reason: "rate_limited", IP: "203.0.113.9", Phone: "+447400999888"},
 		Event{ID: "x3", At: base.Add(30 * time.Minute), Kind: KindCheck, Action: "login", Decision: "deny", Reason: "denylisted", IP: "198.51.100.1", Device: "d9"},
 	)
 	if err := s.Insert(ctx, ev); err != nil {
@@ -171,6 +171,7 @@ func testOverview(t *testing.T, s reviewStore) {
 	wantTop("top IPs", o.TopIPs, TopCount{"203.0.113.9", 3}, TopCount{"198.51.100.1", 1})
 	wantTop("top users", o.TopUsers, TopCount{"alice", 1}, TopCount{"bob", 1})
 	wantTop("top devices", o.TopDevices, TopCount{"d1", 1}, TopCount{"d2", 1})
+	wantTop("top phones", o.TopPhones, TopCount{"+447400123456", 2}, TopCount{"+447400999888", 1})
 
 	// A window that leaves the later events out.
 	o, err = s.Overview(ctx, OverviewQuery{Since: m(2), Until: m(3), Bucket: 30 * time.Second})

@@ -11,6 +11,11 @@ import (
 // Event, independent of the API's JSON: renaming an API field must never
 // change what a spool written before it means.
 //
+//	version 2: the byte 0x02, then a spoolRecordV2 as JSON: version 1 and
+//	           the phone ("ph"). A new version, not an optional field of
+//	           version 1, so that a Guard that predates phones refuses
+//	           these records (and keeps them spooled) instead of
+//	           silently writing them without their phone numbers
 //	version 1: the byte 0x01, then a spoolRecordV1 as JSON (times as Unix
 //	           milliseconds)
 //	version 0: (spools written before versioning) the event's API JSON of
@@ -19,7 +24,10 @@ import (
 //
 // New records are always written as the latest version; every version
 // ever written stays readable.
-const spoolVersion1 byte = 0x01
+const (
+	spoolVersion1 byte = 0x01
+	spoolVersion2 byte = 0x02
+)
 
 // spoolRecordV1 is version 1 of the spool record. Field names are short
 // and fixed; empty values are left out.
@@ -45,9 +53,16 @@ type spoolRecordV1 struct {
 	Note         string `json:"note,omitempty"`
 }
 
+// spoolRecordV2 is version 2 of the spool record: version 1 and the phone.
+type spoolRecordV2 struct {
+	spoolRecordV1
+	Phone string `json:"ph,omitempty"`
+}
+
 // encodeSpoolRecord is the payload of e's spool record (latest version).
 func encodeSpoolRecord(e Event) ([]byte, error) {
-	r := spoolRecordV1{
+	r := spoolRecordV2{Phone: e.Phone}
+	r.spoolRecordV1 = spoolRecordV1{
 		ID: e.ID, AtMs: e.At.UnixMilli(), Kind: e.Kind, Action: e.Action, Decision: e.Decision,
 		Reason: e.Reason, Outcome: e.Outcome, User: e.User, IP: e.IP, Device: e.Device, Rule: e.Rule,
 		RetryAfterMs: e.RetryAfterMs, Degraded: e.Degraded, DryRun: e.DryRun, APIKey: e.APIKey,
@@ -61,7 +76,7 @@ func encodeSpoolRecord(e Event) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append([]byte{spoolVersion1}, b...), nil
+	return append([]byte{spoolVersion2}, b...), nil
 }
 
 // errSpoolVersion is a record of a version this Guard does not know (a
@@ -74,26 +89,39 @@ func decodeSpoolRecord(p []byte) (Event, error) {
 		return Event{}, errors.New("empty spool record")
 	}
 	switch p[0] {
+	case spoolVersion2:
+		var r spoolRecordV2
+		if err := json.Unmarshal(p[1:], &r); err != nil {
+			return Event{}, fmt.Errorf("spool record v2: %w", err)
+		}
+		e := r.event()
+		e.Phone = r.Phone
+		return e, nil
 	case spoolVersion1:
 		var r spoolRecordV1
 		if err := json.Unmarshal(p[1:], &r); err != nil {
 			return Event{}, fmt.Errorf("spool record v1: %w", err)
 		}
-		e := Event{
-			ID: r.ID, At: time.UnixMilli(r.AtMs).UTC(), Kind: r.Kind, Action: r.Action, Decision: r.Decision,
-			Reason: r.Reason, Outcome: r.Outcome, User: r.User, IP: r.IP, Device: r.Device, Rule: r.Rule,
-			RetryAfterMs: r.RetryAfterMs, Degraded: r.Degraded, DryRun: r.DryRun, APIKey: r.APIKey,
-			DecisionID: r.DecisionID, Instance: r.Instance, Note: r.Note,
-		}
-		if r.LockoutUntil != nil {
-			lu := time.UnixMilli(*r.LockoutUntil).UTC()
-			e.LockoutUntil = &lu
-		}
-		return e, nil
+		return r.event(), nil
 	case '{':
 		return decodeSpoolRecordV0(p)
 	}
 	return Event{}, fmt.Errorf("%w 0x%02x", errSpoolVersion, p[0])
+}
+
+// event is the Event a version 1 record holds.
+func (r *spoolRecordV1) event() Event {
+	e := Event{
+		ID: r.ID, At: time.UnixMilli(r.AtMs).UTC(), Kind: r.Kind, Action: r.Action, Decision: r.Decision,
+		Reason: r.Reason, Outcome: r.Outcome, User: r.User, IP: r.IP, Device: r.Device, Rule: r.Rule,
+		RetryAfterMs: r.RetryAfterMs, Degraded: r.Degraded, DryRun: r.DryRun, APIKey: r.APIKey,
+		DecisionID: r.DecisionID, Instance: r.Instance, Note: r.Note,
+	}
+	if r.LockoutUntil != nil {
+		lu := time.UnixMilli(*r.LockoutUntil).UTC()
+		e.LockoutUntil = &lu
+	}
+	return e
 }
 
 // spoolRecordV0 is the API JSON of an event as spools held it before

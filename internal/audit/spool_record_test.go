@@ -78,11 +78,12 @@ func TestSpoolReplaysVersion0(t *testing.T) {
 // needs a new version (and this test's update).
 func TestSpoolRecordIsNotTheAPIJSON(t *testing.T) {
 	e := fullEvent()
+	e.Phone = "+447400123456"
 	p, err := encodeSpoolRecord(e)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "\x01" + `{"id":"01JDXR8Q7Y0000000000000000","at":1796016643123,"k":"check","a":"login","d":"deny","r":"locked_out","u":"alice@example.com","ip":"203.0.113.7","dev":"dev-1","rule":"login/user","retry":1500,"lock":1796018400123,"deg":true,"dry":false,"key":"auth-service","did":"01JDXR8Q7Y0000000000000000","inst":"guard-1","note":"n"}`
+	want := "\x02" + `{"id":"01JDXR8Q7Y0000000000000000","at":1796016643123,"k":"check","a":"login","d":"deny","r":"locked_out","u":"alice@example.com","ip":"203.0.113.7","dev":"dev-1","rule":"login/user","retry":1500,"lock":1796018400123,"deg":true,"dry":false,"key":"auth-service","did":"01JDXR8Q7Y0000000000000000","inst":"guard-1","note":"n","ph":"+447400123456"}`
 	if string(p) != want {
 		t.Errorf("record =\n%s\nwant\n%s", p, want)
 	}
@@ -93,5 +94,15 @@ func TestSpoolRecordIsNotTheAPIJSON(t *testing.T) {
 	got, err := decodeSpoolRecord(p)
 	if err != nil || !reflect.DeepEqual(got, e) {
 		t.Errorf("decode = %+v, %v; want %+v", got, err, e)
+	}
+}
+
+// TestSpoolReadsVersion1 holds the reader to records of version 1 (before
+// phone numbers), byte for byte as Guard wrote them.
+func TestSpoolReadsVersion1(t *testing.T) {
+	v1 := "\x01" + `{"id":"01JDXR8Q7Y0000000000000000","at":1796016643123,"k":"check","a":"login","d":"deny","r":"locked_out","u":"alice@example.com","ip":"203.0.113.7","dev":"dev-1","rule":"login/user","retry":1500,"lock":1796018400123,"deg":true,"dry":false,"key":"auth-service","did":"01JDXR8Q7Y0000000000000000","inst":"guard-1","note":"n"}`
+	got, err := decodeSpoolRecord([]byte(v1))
+	if want := fullEvent(); err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("decode v1 = %+v, %v; want %+v", got, err, want)
 	}
 }

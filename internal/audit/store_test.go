@@ -42,10 +42,10 @@ func fixture(base time.Time) []Event {
 	return []Event{
 		{ID: "e1", At: at(1), Kind: KindCheck, Action: "login", Decision: "allow", Reason: "ok", User: "alice", IP: "203.0.113.5", Device: "d1", Rule: "login/ip", DryRun: ptr(false), Degraded: ptr(false), APIKey: "auth", DecisionID: "e1", Instance: "guard-1"},
 		{ID: "e2", At: at(2), Kind: KindCheck, Action: "login", Decision: "deny", Reason: "rate_limited", User: "alice", IP: "203.0.113.9", Device: "d2", Rule: "login/user", RetryAfterMs: ptr(int64(1500)), DryRun: ptr(false), DecisionID: "e2"},
-		{ID: "e3", At: at(3), Kind: KindCheck, Action: "otp", Decision: "deny", Reason: "locked_out", User: "bob", IP: "2001:db8::1", Device: "d1", LockoutUntil: ptr(at(13)), DryRun: ptr(true), DecisionID: "e3"},
-		{ID: "e4", At: at(4), Kind: KindReport, Action: "login", Outcome: "failure", User: "alice", IP: "203.0.113.5", LockoutUntil: ptr(at(9)), DecisionID: "e1"},
+		{ID: "e3", At: at(3), Kind: KindCheck, Action: "otp", Decision: "deny", Reason: "locked_out", User: "bob", IP: "2001:db8::1", Device: "d1", Phone: "+447400123456", LockoutUntil: ptr(at(13)), DryRun: ptr(true), DecisionID: "e3"},
+		{ID: "e4", At: at(4), Kind: KindReport, Action: "login", Outcome: "failure", User: "alice", IP: "203.0.113.5", Phone: "+447400123456", LockoutUntil: ptr(at(9)), DecisionID: "e1"},
 		{ID: "e5", At: at(5), Kind: KindAdmin, Action: "unlock", User: "bob", APIKey: "secteam", Note: "called support"},
-		{ID: "e6", At: at(6), Kind: KindCheck, Action: "signup", Decision: "allow", Reason: "allowlisted", User: "carol", IP: "10.1.2.3", DecisionID: "e6"},
+		{ID: "e6", At: at(6), Kind: KindCheck, Action: "signup", Decision: "allow", Reason: "allowlisted", User: "carol", IP: "10.1.2.3", Phone: "+33612345678", DecisionID: "e6"},
 		{ID: "e7", At: at(7), Kind: KindCheck, Action: "login", Decision: "allow", Reason: "ok", User: "dave", IP: "h:9f86d081884c7d65", DecisionID: "e7"},
 		{ID: "e8", At: at(1), Kind: KindCheck, Action: "login", Decision: "allow", Reason: "ok", User: "erin", IP: "203.0.113.77", Device: "d1", DecisionID: "e8"},
 	}
@@ -83,6 +83,9 @@ func testFilters(t *testing.T, s Store) {
 		{"ipv6 cidr", Filter{IP: netip.MustParsePrefix("2001:db8::/32")}, []string{"e3"}},
 		{"ip nothing", Filter{IP: netip.MustParsePrefix("192.0.2.0/24")}, nil},
 		{"device", Filter{Device: "d1"}, []string{"e3", "e8", "e1"}},
+		{"phone", Filter{Phone: "+447400123456"}, []string{"e4", "e3"}},
+		{"phone is exact", Filter{Phone: "+447400"}, nil},
+		{"phone and kind", Filter{Phone: "+447400123456", Kind: KindCheck}, []string{"e3"}},
 		{"ip text (pseudonymised)", Filter{IPText: "h:9f86d081884c7d65"}, []string{"e7"}},
 		{"ip text is exact", Filter{IPText: "203.0.113"}, nil},
 		{"action", Filter{Action: "login"}, []string{"e7", "e4", "e2", "e8", "e1"}},

@@ -110,6 +110,10 @@ type file struct {
 	IP       struct {
 		IPv6Prefix int `yaml:"ipv6_prefix" min:"1" max:"128"`
 	} `yaml:"ip"`
+	Phone struct {
+		DefaultRegion string `yaml:"default_region"`
+		PrefixDigits  int    `yaml:"prefix_digits" min:"1" max:"15"`
+	} `yaml:"phone"`
 	TrustedDevices struct {
 		TTL time.Duration `yaml:"ttl" min:"0s"`
 	} `yaml:"trusted_devices"`
@@ -304,6 +308,17 @@ func (d *decoder) fill(cfg *Config, f *file) {
 	if d.has("ip.ipv6_prefix") {
 		cfg.Guard.IPv6Prefix = f.IP.IPv6Prefix
 	}
+	cfg.Guard.Phone = abuse.PhoneConfig{DefaultRegion: f.Phone.DefaultRegion, PrefixDigits: abuse.DefaultPrefixDigits}
+	if d.has("phone.prefix_digits") {
+		cfg.Guard.Phone.PrefixDigits = f.Phone.PrefixDigits
+	}
+	if d.has("phone.default_region") && f.Phone.DefaultRegion != "" {
+		r, ok := abuse.NormalizeRegion(f.Phone.DefaultRegion)
+		if !ok || r == abuse.NonGeoRegion {
+			d.errorAt("phone.default_region", "phone.default_region %q is not an ISO 3166 region with a numbering plan (e.g. GB, US, DE), or \"\" for international numbers only", f.Phone.DefaultRegion)
+		}
+		cfg.Guard.Phone.DefaultRegion = r
+	}
 	// The file's 0 disables trust; abuse's 0 is its default.
 	cfg.Guard.TrustTTL = f.TrustedDevices.TTL
 	if !d.has("trusted_devices.ttl") {
@@ -333,7 +348,7 @@ func (d *decoder) fill(cfg *Config, f *file) {
 	cfg.Postgres = audit.PGConfig{Retention: f.Audit.Retention}
 	cfg.API.ForwardAuth = f.ForwardAuth
 	fa := &cfg.API.ForwardAuth
-	for key, h := range map[string]*string{"user_header": &fa.UserHeader, "device_header": &fa.DeviceHeader} {
+	for key, h := range map[string]*string{"user_header": &fa.UserHeader, "device_header": &fa.DeviceHeader, "phone_header": &fa.PhoneHeader} {
 		if !d.has("forward_auth." + key) {
 			continue
 		}

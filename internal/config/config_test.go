@@ -317,6 +317,14 @@ func TestParseConfigRejects(t *testing.T) {
 		{"instance name", "instance: \"guard 1\"\n", 1, "instance"},
 		{"list user abuse rejects", "lists:\n  deny:\n    users:\n      - ok@example.com\n      - \"a\\0b\"\n", 5, "must not contain NUL"},
 		{"empty key secret", "key_secret: \"\"\n", 1, "must not be empty"},
+		{"phone region unknown", "phone:\n  default_region: XX\n", 2, "phone.default_region \"XX\" is not an ISO 3166 region"},
+		{"phone region alpha-3", "phone: {default_region: GBR}\n", 1, "phone.default_region"},
+		{"phone region non-geographic", "phone: {default_region: \"001\"}\n", 1, "phone.default_region"},
+		{"phone prefix digits zero", "phone:\n  prefix_digits: 0\n", 2, "between 1 and 15"},
+		{"phone prefix digits too many", "phone: {prefix_digits: 16}\n", 1, "between 1 and 15"},
+		{"phone unknown key", "phone: {region: GB}\n", 1, `unknown key "region"`},
+		{"bad country in deny list", "lists:\n  deny:\n    countries: [GB, Narnia]\n", 3, `"Narnia" is not an ISO 3166 region`},
+		{"bad phone header", "forward_auth: {phone_header: \"X Phone\"}\n", 1, "not a valid HTTP header name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -439,5 +447,47 @@ func TestDocumentedExampleParses(t *testing.T) {
 		`"<hex sha-256 of the key>"`, `"`+strings.Repeat("ab", 32)+`"`).Replace(example)
 	if _, err := Parse("configuration.md", []byte(example), noEnv); err != nil {
 		t.Errorf("the documented example does not parse:\n%v", err)
+	}
+}
+
+func TestParseConfigPhone(t *testing.T) {
+	tests := []struct {
+		name       string
+		yaml       string
+		want       abuse.PhoneConfig
+		deny, allw []string
+		header     string
+	}{
+		{"defaults", "", abuse.PhoneConfig{PrefixDigits: abuse.DefaultPrefixDigits}, []string{}, []string{}, "X-Guard-Phone"},
+		{"set", "phone: {default_region: gb, prefix_digits: 8}\nlists:\n  deny: {countries: [ru, \"001\"]}\n  allow: {countries: [GB]}\n" +
+			"forward_auth: {phone_header: x-phone}\n",
+			abuse.PhoneConfig{DefaultRegion: "GB", PrefixDigits: 8}, []string{"RU", "001"}, []string{"GB"}, "X-Phone"},
+		{"empty region", "phone: {default_region: \"\"}\n", abuse.PhoneConfig{PrefixDigits: abuse.DefaultPrefixDigits}, []string{}, []string{}, "X-Guard-Phone"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse("guard.yaml", []byte(tt.yaml), noEnv)
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if got := cfg.Guard.Phone; got != tt.want {
+				t.Errorf("phone = %+v; want %+v", got, tt.want)
+			}
+			if got := cfg.Guard.Policy.Deny.Countries; strings.Join(got, ",") != strings.Join(tt.deny, ",") {
+				t.Errorf("deny countries = %q; want %q", got, tt.deny)
+			}
+			if got := cfg.Guard.Policy.Allow.Countries; strings.Join(got, ",") != strings.Join(tt.allw, ",") {
+				t.Errorf("allow countries = %q; want %q", got, tt.allw)
+			}
+			if tt.header != "X-Guard-Phone" && cfg.API.ForwardAuth.PhoneHeader != tt.header {
+				t.Errorf("phone header = %q; want %q", cfg.API.ForwardAuth.PhoneHeader, tt.header)
+			}
+		})
+	}
+	// The bounds of prefix_digits in the file are abuse's.
+	for _, n := range []int{abuse.MinPrefixDigits, abuse.MaxPrefixDigits} {
+		if _, err := Parse("guard.yaml", []byte("phone: {prefix_digits: "+strconv.Itoa(n)+"}\n"), noEnv); err != nil {
+			t.Errorf("prefix_digits %d: %v", n, err)
+		}
 	}
 }

@@ -96,8 +96,8 @@ class Client:
     # --- decisions -------------------------------------------------------
 
     def check(self, action: str, *, user: Optional[str] = None, ip: Optional[str] = None,
-              device: Optional[str] = None, cost: Optional[int] = None, dry_run: bool = False,
-              challenge_passed: bool = False,
+              device: Optional[str] = None, phone: Optional[str] = None, cost: Optional[int] = None,
+              dry_run: bool = False, challenge_passed: bool = False,
               failure_policy: Optional[FailurePolicy] = None) -> CheckResponse:
         """May this attempt go ahead? A denial is a successful call: look at ``.allowed``.
 
@@ -108,7 +108,7 @@ class Client:
         ``failure_policy`` for this call); a 4xx always raises GuardError.
         """
         policy = FailurePolicy(failure_policy) if failure_policy is not None else self._policy
-        body = _drop_none({"action": action, "user": user, "ip": ip, "device": device, "cost": cost})
+        body = _drop_none({"action": action, "user": user, "ip": ip, "device": device, "phone": phone, "cost": cost})
         if dry_run:
             body["dry_run"] = True
         if challenge_passed:
@@ -126,9 +126,10 @@ class Client:
         return res
 
     def report(self, action: str, outcome: str, *, user: Optional[str] = None, ip: Optional[str] = None,
-               device: Optional[str] = None, decision_id: Optional[str] = None) -> ReportResponse:
+               device: Optional[str] = None, phone: Optional[str] = None,
+               decision_id: Optional[str] = None) -> ReportResponse:
         """How did the attempt end? ``outcome`` is "success" or "failure"."""
-        body = _drop_none({"action": action, "user": user, "ip": ip, "device": device,
+        body = _drop_none({"action": action, "user": user, "ip": ip, "device": device, "phone": phone,
                            "outcome": outcome, "decision_id": decision_id or None})
         data, _ = self._do("POST", "/v1/report", body=body, timeout=self._timeout, idempotent=False)
         return ReportResponse.from_wire(data)
@@ -175,16 +176,25 @@ class Client:
     # --- admin -----------------------------------------------------------
 
     def lockouts(self, *, user: Optional[str] = None, ip: Optional[str] = None, device: Optional[str] = None,
-                 dimension: Optional[str] = None, ledger: Optional[str] = None) -> List[LockoutEntry]:
+                 phone: Optional[str] = None, dimension: Optional[str] = None,
+                 ledger: Optional[str] = None) -> List[LockoutEntry]:
         """Active lockouts matching the filter (scope admin)."""
-        q = _drop_none({"user": user, "ip": ip, "device": device, "dimension": dimension, "ledger": ledger})
+        q = _drop_none({"user": user, "ip": ip, "device": device, "phone": phone, "dimension": dimension,
+                        "ledger": ledger})
         data, _ = self._get("/v1/lockouts", q)
-        return [LockoutEntry(**e) for e in data["lockouts"]]
+        return [LockoutEntry.from_wire(e) for e in data["lockouts"]]
 
     def unlock(self, dimension: str, *, user: Optional[str] = None, ip: Optional[str] = None,
-               device: Optional[str] = None, ledger: Optional[str] = None, reason: Optional[str] = None) -> None:
-        """Lifts a lockout (scope admin); GuardError 404 not_found when nothing was locked. Not retried."""
-        body = _drop_none({"dimension": dimension, "user": user, "ip": ip, "device": device,
+               device: Optional[str] = None, phone: Optional[str] = None, phone_country: Optional[str] = None,
+               phone_prefix: Optional[str] = None, ledger: Optional[str] = None,
+               reason: Optional[str] = None) -> None:
+        """Lifts a lockout (scope admin); GuardError 404 not_found when nothing was locked. Not retried.
+
+        For phone_country and phone_prefix lockouts, ``phone`` is any number in that country or
+        prefix; or give the key's value as listed (``phone_country="GB"``, ``phone_prefix="+447400"``).
+        """
+        body = _drop_none({"dimension": dimension, "user": user, "ip": ip, "device": device, "phone": phone,
+                           "phone_country": phone_country, "phone_prefix": phone_prefix,
                            "ledger": ledger, "reason": reason})
         self._do("DELETE", "/v1/lockouts", body=body, timeout=self._admin_timeout, idempotent=False)
 

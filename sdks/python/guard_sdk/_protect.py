@@ -52,6 +52,7 @@ class Attempt:
     device: Optional[str]
     result: CheckResponse
     client: Client
+    phone: Optional[str] = None
 
     def report(self, outcome: str) -> None:
         """Reports "success" or "failure" in the background, with the check's decision id.
@@ -61,7 +62,7 @@ class Attempt:
         """
         decision_id = None if self.result.bypassed else (self.result.decision_id or None)
         self.client.report_in_background(self.action, outcome, user=self.user, ip=self.ip,
-                                         device=self.device, decision_id=decision_id)
+                                         device=self.device, phone=self.phone, decision_id=decision_id)
 
 
 @dataclass
@@ -160,8 +161,12 @@ class Protector:
         self.device_header = device_header
         self.failure_policy = failure_policy
 
-    def check(self, request: Request, *, user: Optional[str] = None, challenge_passed: bool = False) -> Verdict:
+    def check(self, request: Request, *, user: Optional[str] = None, phone: Optional[str] = None,
+              challenge_passed: bool = False) -> Verdict:
         """Checks the attempt; errors other than unavailability (a wrong key, an unknown action) raise.
+
+        ``phone`` is the attempt's phone number (an OTP's destination), E.164 or
+        national in Guard's phone.default_region.
 
         ``challenge_passed`` says the request proves (verified on the server, e.g.
         a CAPTCHA token checked with its provider) that the person passed the
@@ -183,16 +188,16 @@ class Protector:
                     break
         if device is None and self.device_header:
             device = (request.values(self.device_header) or [""])[0] or None
-        user = user or None
+        user, phone = user or None, phone or None
         try:
-            res = self.client.check(self.action, user=user, ip=ip, device=device,
+            res = self.client.check(self.action, user=user, ip=ip, device=device, phone=phone,
                                     challenge_passed=challenge_passed, failure_policy=self.failure_policy)
         except GuardError as e:
-            if e.status == 400 and e.field in ("user", "ip", "device"):
+            if e.status == 400 and e.field in ("user", "ip", "device", "phone"):
                 return _json_answer(400, "invalid_request", "the request is not valid", [])
             raise
         if res.challenge:
             return challenge_answer(res)
         if not res.allowed:
             return denial(res)
-        return Verdict(allowed=True, attempt=Attempt(self.action, user, ip, device, res, self.client))
+        return Verdict(allowed=True, attempt=Attempt(self.action, user, ip, device, res, self.client, phone))

@@ -6,7 +6,7 @@ milliseconds in fields ending in ``_ms``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Dict, List, Optional
 
 ALLOW = "allow"
@@ -104,3 +104,14 @@ class LockoutEntry:
     user: Optional[str] = None
     ip: Optional[str] = None
     device: Optional[str] = None
+    #: E.164 on phone lockouts; the ISO 3166 region and the number prefix on
+    #: phone_country and phone_prefix lockouts.
+    phone: Optional[str] = None
+    phone_country: Optional[str] = None
+    phone_prefix: Optional[str] = None
+
+    @classmethod
+    def from_wire(cls, d: Dict[str, Any]) -> "LockoutEntry":
+        """Reads one entry, ignoring fields a newer Guard may add."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})

@@ -8,6 +8,7 @@ export interface Subject {
   user?: string;
   ip?: string;
   device?: string;
+  phone?: string;
 }
 
 /** The check request of subject for action, without empty identifiers. */
@@ -16,6 +17,7 @@ export function checkRequest(action: string, s: Subject): CheckRequest {
   if (s.user) r.user = s.user;
   if (s.ip) r.ip = s.ip;
   if (s.device) r.device = s.device;
+  if (s.phone) r.phone = s.phone;
   return r;
 }
 
@@ -51,6 +53,8 @@ export interface MiddlewareOptions<R = Req> {
   action: string;
   /** The account identifier of the attempt, e.g. (req) => req.body?.email. */
   user?: (req: R) => string | undefined;
+  /** The phone number of the attempt (e.g. an OTP's destination), e.g. (req) => req.body?.phone. */
+  phone?: (req: R) => string | undefined;
   /** Finds the client address; default: the peer (no proxy trusted). */
   ip?: IPExtractor;
   deviceCookie?: string;
@@ -82,6 +86,8 @@ export function guardMiddleware<R extends Req = Req>(opts: MiddlewareOptions<R>)
   const policy = opts.failurePolicy ?? "open";
   return async function guard(req: R, res: ServerResponse, next: (err?: unknown) => void): Promise<void> {
     const subject: Subject = { ip: ip.clientIP(req), user: opts.user?.(req) || undefined };
+    const phone = opts.phone?.(req);
+    if (phone) subject.phone = phone;
     const cookie = opts.deviceCookie ? cookieValue(req.headers.cookie, opts.deviceCookie) : "";
     const hdr = opts.deviceHeader ? req.headers[opts.deviceHeader.toLowerCase()] : undefined;
     subject.device = cookie || (typeof hdr === "string" ? hdr : undefined) || undefined;
@@ -91,7 +97,7 @@ export function guardMiddleware<R extends Req = Req>(opts: MiddlewareOptions<R>)
       if (opts.challengePassed && (await opts.challengePassed(req))) body.challenge_passed = true;
       result = await opts.client.check(body, { failurePolicy: policy });
     } catch (err) {
-      if (err instanceof GuardError && err.status === 400 && ["user", "ip", "device"].includes(err.field)) {
+      if (err instanceof GuardError && err.status === 400 && ["user", "ip", "device", "phone"].includes(err.field)) {
         writeJSON(res, 400, "invalid_request", "the request is not valid");
         return;
       }

@@ -7,7 +7,16 @@ export type Decision = "allow" | "deny" | "challenge" | (string & {});
 
 export type Outcome = "success" | "failure";
 
-export type Dimension = "user" | "ip" | "device" | "user+ip" | "user+device" | (string & {});
+export type Dimension =
+  | "user"
+  | "ip"
+  | "device"
+  | "user+ip"
+  | "user+device"
+  | "phone"
+  | "phone_country"
+  | "phone_prefix"
+  | (string & {});
 
 /** Body of POST /v1/check. Absent identifiers are not evaluated; at least one is required. */
 export interface CheckRequest {
@@ -15,6 +24,8 @@ export interface CheckRequest {
   user?: string;
   ip?: string;
   device?: string;
+  /** Phone number: E.164 ("+447400123456"), or national in Guard's phone.default_region (contract v1.1). */
+  phone?: string;
   /** Counts the attempt as that many; default 1. */
   cost?: number;
   /** Evaluate and audit without recording. */
@@ -72,6 +83,7 @@ export interface ReportRequest {
   user?: string;
   ip?: string;
   device?: string;
+  phone?: string;
   outcome: Outcome;
   /** decision_id of the check this report closes. */
   decision_id?: string;
@@ -85,6 +97,7 @@ export interface LockoutFilter {
   user?: string;
   ip?: string;
   device?: string;
+  phone?: string;
   dimension?: Dimension;
   ledger?: string;
 }
@@ -95,6 +108,12 @@ export interface LockoutEntry {
   user?: string;
   ip?: string;
   device?: string;
+  /** E.164, on phone lockouts. */
+  phone?: string;
+  /** ISO 3166 region, on phone_country lockouts. */
+  phone_country?: string;
+  /** "+" and the first digits, on phone_prefix lockouts. */
+  phone_prefix?: string;
   level: number;
   since: string;
   until: string;
@@ -109,6 +128,12 @@ export interface UnlockRequest {
   user?: string;
   ip?: string;
   device?: string;
+  /** For phone_country and phone_prefix: any number in that country or prefix, or */
+  phone?: string;
+  /** the key's value as listed: "GB" for phone_country, */
+  phone_country?: string;
+  /** "+447400" for phone_prefix. */
+  phone_prefix?: string;
   ledger?: string;
   reason?: string;
 }
@@ -136,6 +161,8 @@ export interface PolicyList {
   cidrs: string[];
   users: string[];
   devices: string[];
+  /** ISO 3166 regions, matched on phone_country. */
+  countries: string[];
 }
 
 export interface Policy {
@@ -154,6 +181,7 @@ export interface AuditEvent {
   user: string | null;
   ip: string | null;
   device: string | null;
+  phone: string | null;
   rule: string | null;
   retry_after_ms: number | null;
   lockout_until: string | null;
@@ -175,6 +203,8 @@ export interface AuditFilter {
   /** Address or CIDR. */
   ip?: string;
   device?: string;
+  /** Normalised by Guard like a request's. */
+  phone?: string;
   action?: string;
   decision?: string;
   reason?: string;
