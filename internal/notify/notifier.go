@@ -1,0 +1,254 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Notifier spools and delivers notifications. Its methods are safe for
+// concurrent use; Notify never blocks.
+type Notifier struct {
+	log    *slog.Logger
+	cfg    Config
+	client *http.Client
+	hooks  Hooks
+	spool  *spool
+	// settings are swapped whole by Update; every Notify and every
+	// delivery attempt reads them once.
+	settings atomic.Pointer[Settings]
+
+	in   chan *pending // Notify -> spooler
+	wake chan struct{} // new work or settings for the deliverer
+
+	mu      sync.Mutex
+	closed  bool
+	queue   []*pending // on disk, oldest first
+	full    bool       // the spool was full at the last Notify (logged once)
+	ctx     context.Context
+	cancel  context.CancelFunc
+	spooled chan struct{} // closed when the spooler has drained in
+	done    chan struct{} // closed when the deliverer has returned
+}
+
+// New opens the spool in cfg.SpoolDir, loads the notifications a previous
+// run left there (they are attempted at once) and starts the spooler and
+// the deliverer. client may be nil: the default client follows no
+// redirects. It fails for invalid settings (Settings.Validate) or a spool
+// directory it cannot create or read.
+func New(logger *slog.Logger, cfg Config, client *http.Client, hooks Hooks) (*Notifier, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if err := cfg.Settings.Validate(); err != nil {
+		return nil, fmt.Errorf("notify: %w", err)
+	}
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = DefaultMaxPending
+	}
+	if cfg.Backoff <= 0 {
+		cfg.Backoff = DefaultBackoff
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = DefaultMaxBackoff
+	}
+	if cfg.MaxAge <= 0 {
+		cfg.MaxAge = DefaultMaxAge
+	}
+	if cfg.QueueSize <= 0 {
+		cfg.QueueSize = 1024
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if client == nil {
+		client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	sp, err := openSpool(cfg.SpoolDir)
+	if err != nil {
+		return nil, err
+	}
+	n := &Notifier{
+		log: logger, cfg: cfg, client: client, hooks: hooks, spool: sp,
+		in: make(chan *pending, cfg.QueueSize), wake: make(chan struct{}, 1),
+		spooled: make(chan struct{}), done: make(chan struct{}),
+	}
+	n.setSettings(cfg.Settings)
+	loaded, bad := sp.load()
+	for _, err := range bad {
+		logger.Error("unreadable notification set aside (renamed *.bad)", "err", err)
+	}
+	now := cfg.Now()
+	for _, p := range loaded {
+		p.due = now
+	}
+	n.queue = loaded
+	if len(loaded) > 0 {
+		logger.Info("pending notifications from the spool", "count", len(loaded), "dir", cfg.SpoolDir)
+	}
+	n.pendingChanged(len(loaded))
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	go n.runSpooler()
+	go n.runDeliverer()
+	return n, nil
+}
+
+func (n *Notifier) setSettings(s Settings) {
+	if s.Timeout == 0 {
+		s.Timeout = DefaultTimeout
+	}
+	s.Events = append([]string(nil), s.Events...)
+	n.settings.Store(&s)
+}
+
+// Update swaps the settings (URL, secret, events, timeout) for every
+// notification enqueued and every delivery attempt that starts after it,
+// retries of earlier notifications included (they go to the new URL,
+// signed with the new secret). Invalid settings are refused with the
+// error of Settings.Validate and change nothing.
+func (n *Notifier) Update(s Settings) error {
+	if err := s.Validate(); err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
+	n.setSettings(s)
+	n.poke()
+	return nil
+}
+
+// Settings returns the settings in force.
+func (n *Notifier) Settings() Settings {
+	s := *n.settings.Load()
+	s.Events = append([]string(nil), s.Events...)
+	return s
+}
+
+// Notify enqueues e if the settings send its event; it never blocks. A
+// notification that finds the queue or the spool full, or the notifier
+// closed, is dropped, logged and counted.
+func (n *Notifier) Notify(e Event) {
+	if !n.settings.Load().wants(e.Event) {
+		return
+	}
+	p := &pending{ev: e, enqueued: n.cfg.Now()}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		n.drop(p, "notifier closed")
+		return
+	}
+	select {
+	case n.in <- p:
+	default:
+		n.drop(p, "notification queue full")
+	}
+}
+
+// drop counts a notification that was never spooled.
+func (n *Notifier) drop(p *pending, why string) {
+	n.log.Error("notification dropped: "+why, "id", p.ev.ID, "event", p.ev.Event)
+	n.result(p.ev.Event, ResultDropped)
+}
+
+func (n *Notifier) result(event, result string) {
+	if n.hooks.OnResult != nil {
+		n.hooks.OnResult(event, result)
+	}
+}
+
+func (n *Notifier) pendingChanged(count int) {
+	if n.hooks.OnPending != nil {
+		n.hooks.OnPending(count)
+	}
+}
+
+// Pending returns the number of notifications on disk awaiting delivery.
+func (n *Notifier) Pending() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.queue)
+}
+
+// poke wakes the deliverer.
+func (n *Notifier) poke() {
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+// runSpooler writes enqueued notifications to disk and hands them to the
+// deliverer, until Close closes in.
+func (n *Notifier) runSpooler() {
+	defer close(n.spooled)
+	for p := range n.in {
+		n.mu.Lock()
+		count := len(n.queue)
+		n.mu.Unlock()
+		if count >= n.cfg.MaxPending {
+			n.spoolFull(p)
+			continue
+		}
+		if err := n.spool.write(p); err != nil {
+			n.log.Error("notification dropped: spool not writable", "id", p.ev.ID, "event", p.ev.Event, "dir", n.cfg.SpoolDir, "err", err)
+			n.result(p.ev.Event, ResultDropped)
+			continue
+		}
+		p.due = n.cfg.Now()
+		n.mu.Lock()
+		if n.full {
+			n.full = false
+			n.log.Info("notification spool has room again", "pending", len(n.queue))
+		}
+		n.queue = append(n.queue, p)
+		count = len(n.queue)
+		n.mu.Unlock()
+		n.pendingChanged(count)
+		n.poke()
+	}
+}
+
+// spoolFull drops p, logging the first drop of each episode at ERROR.
+func (n *Notifier) spoolFull(p *pending) {
+	n.mu.Lock()
+	first := !n.full
+	n.full = true
+	n.mu.Unlock()
+	if first {
+		n.log.Error("NOTIFICATION SPOOL FULL: new notifications are dropped until the receiver takes the pending ones",
+			"max_pending", n.cfg.MaxPending, "dir", n.cfg.SpoolDir)
+	}
+	n.log.Warn("notification dropped: spool full", "id", p.ev.ID, "event", p.ev.Event)
+	n.result(p.ev.Event, ResultDropped)
+}
+
+// Close stops taking notifications, writes those already enqueued to the
+// spool and stops delivering (an attempt in flight is cut off and stays
+// pending). What is on disk is delivered by the next Notifier on the same
+// directory. It returns ctx's error if the spooler or the deliverer does
+// not finish in time. Close is idempotent.
+func (n *Notifier) Close(ctx context.Context) error {
+	n.mu.Lock()
+	if !n.closed {
+		n.closed = true
+		close(n.in)
+	}
+	n.mu.Unlock()
+	var errs []error
+	select {
+	case <-n.spooled:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("notify: spool not drained: %w", ctx.Err()))
+	}
+	n.cancel()
+	select {
+	case <-n.done:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("notify: deliverer still running: %w", ctx.Err()))
+	}
+	return errors.Join(errs...)
+}
