@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/guardhq/guard/internal/audit"
 	"github.com/guardhq/guard/internal/limits"
+	"github.com/guardhq/guard/sdk"
 )
 
 // Lookup bounds: a listing reads at most this many audit events to name
@@ -265,6 +267,7 @@ func (g *Guard) Unlock(ctx context.Context, in UnlockInput) error {
 	}
 	g.auditIdentifiers(&e, &id)
 	g.rec.Record(e)
+	g.notify(sdk.NotificationUnlock, now, in.Ledger, d, &id, 0, time.Time{}, in.Reason)
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/guardhq/guard/internal/audit"
 	"github.com/guardhq/guard/internal/limits"
+	"github.com/guardhq/guard/sdk"
 )
 
 // ActionLock and ActionUnlock are the actions of admin audit events.
@@ -94,6 +95,9 @@ func (g *Guard) Lock(ctx context.Context, in LockInput) ([]ActiveLockout, error)
 	}
 	g.auditIdentifiers(&e, &id)
 	g.rec.Record(e)
+	for _, al := range out {
+		g.notify(sdk.NotificationLockout, now, al.Ledger, d, &id, al.Level, al.Until, in.Reason)
+	}
 	return out, nil
 }
 

@@ -1,0 +1,82 @@
+package abuse
+
+import (
+	"time"
+
+	"github.com/guardhq/guard/internal/audit"
+	"github.com/guardhq/guard/internal/limits"
+	"github.com/guardhq/guard/internal/notify"
+	"github.com/guardhq/guard/sdk"
+)
+
+// Notifier takes lockout notifications (contract v1.1) without blocking:
+// Guard calls it on the decision path, right where it records the audit
+// event of a strike, a manual lockout or an unlock. notify.Notifier
+// implements it; Config.Notifier nil turns notifications off.
+type Notifier interface {
+	Notify(e notify.Event)
+}
+
+// notifyStrikes sends a lockout notification for each lock in struck, set
+// by a's failure rules for id (reported failures, denials counted with
+// count_denials, provisional failures reserved at check time). Its reason
+// is the name of the failure rule that struck: the store answers the
+// struck locks in the order of the escalation's rules, so each lock is
+// matched with the first rule not yet matched that strikes its key.
+func (g *Guard) notifyStrikes(a *compiledAction, id *identity, struck []limits.LockState, at time.Time) {
+	if g.cfg.Notifier == nil || len(struck) == 0 {
+		return
+	}
+	used := make([]bool, len(a.failures))
+	for i := range struck {
+		st := &struck[i]
+		reason := ""
+		for j := range a.failures {
+			r := &a.failures[j]
+			if used[j] || !id.has(r.dim) || g.keys.key(a.ledger.lockKind[r.dim], id, r.dim) != st.Key {
+				continue
+			}
+			used[j], reason = true, r.Name
+			break
+		}
+		info := g.lockoutInfo(st)
+		d, ok := parseDim(info.Dimension)
+		if !ok {
+			g.log.Warn("no lockout notification for a lock of unknown dimension", "key", st.Key)
+			continue
+		}
+		g.notify(sdk.NotificationLockout, at, info.Ledger, d, id, st.Level, st.Until, reason)
+	}
+}
+
+// notify sends one notification about the lock of id's dimension d in
+// ledger ("" for every ledger). Its identifiers are those of the
+// dimension, as the audit trail keeps them (normalised, or keyed hashes
+// with Pseudonymize): a notification names the key that was locked, never
+// the other identifiers of the request that struck it, so that the
+// application tells only the owner of that key.
+func (g *Guard) notify(event string, at time.Time, ledger string, d dimIndex, id *identity, level int, until time.Time, reason string) {
+	if g.cfg.Notifier == nil {
+		return
+	}
+	only := *id
+	only.hasUser = only.hasUser && (d == dimUser || d == dimUserIP || d == dimUserDevice)
+	only.hasIP = only.hasIP && (d == dimIP || d == dimUserIP)
+	only.hasDevice = only.hasDevice && (d == dimDevice || d == dimUserDevice)
+	var e audit.Event
+	g.auditIdentifiers(&e, &only)
+	n := notify.Event{
+		ID: newID(at), Event: event, At: at.UTC(), Instance: g.cfg.Instance, Ledger: ledger,
+		Dimension: d.String(), Level: level, Until: until.UTC(), Reason: reason,
+	}
+	if only.hasUser {
+		n.User = &e.User
+	}
+	if only.hasIP {
+		n.IP = &e.IP
+	}
+	if only.hasDevice {
+		n.Device = &e.Device
+	}
+	g.cfg.Notifier.Notify(n)
+}
