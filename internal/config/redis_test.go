@@ -76,7 +76,6 @@ func TestParseRejectsV11(t *testing.T) {
 		{"allow status", "forward_auth:\n  allow_status: 201\n", nil, "", 2, "must be 204 or 200, not 201"},
 		{"allow status text", "forward_auth: {allow_status: ok}\n", nil, "", 1, "whole number"},
 		{"phone not implemented", "phone: {default_region: GB}\n", nil, "", 1, `unknown key "phone"`},
-		{"notifications not implemented", "notifications: {webhook_url: \"https://x\"}\n", nil, "", 1, `unknown key "notifications"`},
 		{"algorithm not implemented", rule + ", algorithm: counter}\n", nil, "", 4, `unknown key "algorithm"`},
 		{"distinct not implemented", rule + ", distinct: user}\n", nil, "", 4, `unknown key "distinct"`},
 		{"on_limit not implemented", rule + ", on_limit: challenge}\n", nil, "", 4, `unknown key "on_limit"`},
