@@ -20,6 +20,7 @@ import (
 	"github.com/guardhq/guard/internal/config"
 	"github.com/guardhq/guard/internal/limits"
 	"github.com/guardhq/guard/internal/metrics"
+	"github.com/guardhq/guard/internal/notify"
 )
 
 // app is one wired Guard: every component `guard serve` runs, built from a
@@ -36,6 +37,7 @@ type app struct {
 	guard    *abuse.Guard
 	handler  http.Handler
 	alerts   *alert.Notifier
+	notifier *notify.Notifier
 	// stopping is closed when the HTTP server begins a graceful stop; it
 	// cuts off audit exports in flight (api.Deps.Stopping).
 	stopping chan struct{}
@@ -71,6 +73,10 @@ func newApp(ctx context.Context, logger *slog.Logger, cfg *config.Config, opts a
 	if err := a.buildAudit(ctx, opts.migrate); err != nil {
 		return a, err
 	}
+	if a.notifier, err = newNotifier(logger, cfg, a.metrics); err != nil {
+		return a, err
+	}
+	cfg.Guard.Notifier = a.notifier
 	a.guard, err = abuse.New(logger, cfg.Guard, a.store, a.recorder, a.audit)
 	if err != nil {
 		return a, fmt.Errorf("build guard: %w", err)
@@ -291,6 +297,11 @@ func (a *app) close(ctx context.Context) error {
 	if a.stopBackground != nil {
 		a.stopBackground()
 		<-a.background
+	}
+	if a.notifier != nil {
+		if err := a.notifier.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("close notifier: %w", err))
+		}
 	}
 	if a.recorder != nil {
 		if err := a.recorder.Close(ctx); err != nil {
