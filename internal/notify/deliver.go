@@ -121,7 +121,10 @@ func (n *Notifier) giveUp(p *pending, attempts int, why string) {
 // settle removes p from the spool and the queue. A file that cannot be
 // removed is delivered again after a restart (at least once).
 func (n *Notifier) settle(p *pending) {
-	if err := n.spool.remove(p.ev.ID); err != nil {
+	n.mu.Lock()
+	sp := n.spool
+	n.mu.Unlock()
+	if err := sp.remove(p.ev.ID); err != nil {
 		n.log.Error("delivered notification stays in the spool (it will be sent again after a restart)", "id", p.ev.ID, "err", err)
 	}
 	n.mu.Lock()

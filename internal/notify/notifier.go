@@ -18,7 +18,6 @@ type Notifier struct {
 	cfg    Config
 	client *http.Client
 	hooks  Hooks
-	spool  *spool
 	// settings are swapped whole by Update; every Notify and every
 	// delivery attempt reads them once.
 	settings atomic.Pointer[Settings]
@@ -27,6 +26,7 @@ type Notifier struct {
 	wake chan struct{} // new work or settings for the deliverer
 
 	mu      sync.Mutex
+	spool   *spool // nil until a webhook URL is first set
 	closed  bool
 	queue   []*pending // on disk, oldest first
 	full    bool       // the spool was full at the last Notify (logged once)
@@ -36,11 +36,12 @@ type Notifier struct {
 	done    chan struct{} // closed when the deliverer has returned
 }
 
-// New opens the spool in cfg.SpoolDir, loads the notifications a previous
-// run left there (they are attempted at once) and starts the spooler and
-// the deliverer. client may be nil: the default client follows no
-// redirects. It fails for invalid settings (Settings.Validate) or a spool
-// directory it cannot create or read.
+// New starts the spooler and the deliverer. With a webhook URL it opens the
+// spool in cfg.SpoolDir and loads the notifications a previous run left
+// there (they are attempted at once); without one it touches no disk
+// until Update sets a URL. client may be nil: the default client follows
+// no redirects. It fails for invalid settings (Settings.Validate) or a
+// spool directory it cannot create or read.
 func New(logger *slog.Logger, cfg Config, client *http.Client, hooks Hooks) (*Notifier, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -69,33 +70,48 @@ func New(logger *slog.Logger, cfg Config, client *http.Client, hooks Hooks) (*No
 	if client == nil {
 		client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
-	sp, err := openSpool(cfg.SpoolDir)
-	if err != nil {
-		return nil, err
-	}
 	n := &Notifier{
-		log: logger, cfg: cfg, client: client, hooks: hooks, spool: sp,
+		log: logger, cfg: cfg, client: client, hooks: hooks,
 		in: make(chan *pending, cfg.QueueSize), wake: make(chan struct{}, 1),
 		spooled: make(chan struct{}), done: make(chan struct{}),
 	}
+	if cfg.WebhookURL != "" {
+		if err := n.openSpoolLocked(); err != nil {
+			return nil, err
+		}
+	}
 	n.setSettings(cfg.Settings)
-	loaded, bad := sp.load()
-	for _, err := range bad {
-		logger.Error("unreadable notification set aside (renamed *.bad)", "err", err)
-	}
-	now := cfg.Now()
-	for _, p := range loaded {
-		p.due = now
-	}
-	n.queue = loaded
-	if len(loaded) > 0 {
-		logger.Info("pending notifications from the spool", "count", len(loaded), "dir", cfg.SpoolDir)
-	}
-	n.pendingChanged(len(loaded))
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	go n.runSpooler()
 	go n.runDeliverer()
 	return n, nil
+}
+
+// openSpoolLocked opens the spool, if not yet open, and queues what a
+// previous run left in it; n.mu is held (or n not yet shared).
+func (n *Notifier) openSpoolLocked() error {
+	if n.spool != nil {
+		return nil
+	}
+	sp, err := openSpool(n.cfg.SpoolDir)
+	if err != nil {
+		return err
+	}
+	loaded, bad := sp.load()
+	for _, err := range bad {
+		n.log.Error("unreadable notification set aside (renamed *.bad)", "err", err)
+	}
+	now := n.cfg.Now()
+	for _, p := range loaded {
+		p.due = now
+	}
+	if len(loaded) > 0 {
+		n.log.Info("pending notifications from the spool", "count", len(loaded), "dir", n.cfg.SpoolDir)
+	}
+	n.spool = sp
+	n.queue = append(n.queue, loaded...)
+	n.pendingChanged(len(n.queue))
+	return nil
 }
 
 func (n *Notifier) setSettings(s Settings) {
@@ -110,10 +126,19 @@ func (n *Notifier) setSettings(s Settings) {
 // notification enqueued and every delivery attempt that starts after it,
 // retries of earlier notifications included (they go to the new URL,
 // signed with the new secret). Invalid settings are refused with the
-// error of Settings.Validate and change nothing.
+// error of Settings.Validate, and a first URL with the error of opening
+// the spool; either changes nothing.
 func (n *Notifier) Update(s Settings) error {
 	if err := s.Validate(); err != nil {
 		return fmt.Errorf("notify: %w", err)
+	}
+	if s.WebhookURL != "" {
+		n.mu.Lock()
+		err := n.openSpoolLocked()
+		n.mu.Unlock()
+		if err != nil {
+			return err
+		}
 	}
 	n.setSettings(s)
 	n.poke()
@@ -187,13 +212,17 @@ func (n *Notifier) runSpooler() {
 	defer close(n.spooled)
 	for p := range n.in {
 		n.mu.Lock()
-		count := len(n.queue)
+		count, sp := len(n.queue), n.spool
 		n.mu.Unlock()
 		if count >= n.cfg.MaxPending {
 			n.spoolFull(p)
 			continue
 		}
-		if err := n.spool.write(p); err != nil {
+		err := errors.New("no spool open")
+		if sp != nil {
+			err = sp.write(p)
+		}
+		if err != nil {
 			n.log.Error("notification dropped: spool not writable", "id", p.ev.ID, "event", p.ev.Event, "dir", n.cfg.SpoolDir, "err", err)
 			n.result(p.ev.Event, ResultDropped)
 			continue

@@ -294,3 +294,58 @@ func TestSpoolSetsAsideBadFiles(t *testing.T) {
 		t.Errorf("spool = %v, want %v", g, want)
 	}
 }
+
+// Without a URL the notifier touches no disk (Guard starts on a read-only
+// file system with notifications off); a URL set later opens the spool and
+// sends what an earlier run left there.
+func TestSpoolOpensWithTheFirstURL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		parent := t.TempDir()
+		dir := filepath.Join(parent, "notifications")
+		rcv := newReceiver(t, testSecret, 500)
+		first := startNotifier(t, testConfig(dir), rcv.inMemory(), &results{})
+		first.Notify(sampleEvent("01JDA0000000000000000000L1"))
+		synctest.Wait()
+		closeNotifier(t, first)
+
+		rs := &results{}
+		off := testConfig(dir)
+		off.WebhookURL = ""
+		n := startNotifier(t, off, rcv.inMemory(), rs)
+		n.Notify(sampleEvent("01JDA0000000000000000000L2"))
+		synctest.Wait()
+		if g := n.Pending(); g != 0 {
+			t.Errorf("Pending without a URL = %d, want 0 (the spool is not read)", g)
+		}
+		if err := n.Update(Settings{WebhookURL: memURL, Secret: testSecret}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if g, w := rs.String(), "lockout/delivered"; g != w {
+			t.Errorf("after the URL was set: results %q, want %q (the earlier run's notification)", g, w)
+		}
+		closeNotifier(t, n)
+
+		// A spool path under a regular file cannot be created, root or not.
+		blocker := filepath.Join(parent, "file")
+		if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ro := testConfig(filepath.Join(blocker, "notifications"))
+		ro.WebhookURL = ""
+		n, err := New(nil, ro, nil, Hooks{})
+		if err != nil {
+			t.Fatalf("New without a URL on an uncreatable spool: %v", err)
+		}
+		if err := n.Update(Settings{WebhookURL: memURL, Secret: testSecret}); err == nil {
+			t.Errorf("Update with a URL and an uncreatable spool: nil error, want one")
+		}
+		if g := n.Settings().WebhookURL; g != "" {
+			t.Errorf("after a failed Update the URL = %q, want none", g)
+		}
+		if _, err := New(nil, testConfig(filepath.Join(blocker, "notifications")), nil, Hooks{}); err == nil {
+			t.Errorf("New with a URL and an uncreatable spool: nil error, want one")
+		}
+		closeNotifier(t, n)
+	})
+}
