@@ -206,39 +206,83 @@ func (n *Notifier) poke() {
 	}
 }
 
-// runSpooler writes enqueued notifications to disk and hands them to the
-// deliverer, until Close closes in.
+// maxBatch bounds the notifications the spooler writes in one batch.
+const maxBatch = 256
+
+// runSpooler writes enqueued notifications to disk, in batches of what has
+// arrived meanwhile, and hands them to the deliverer, until Close closes
+// in.
 func (n *Notifier) runSpooler() {
 	defer close(n.spooled)
 	for p := range n.in {
-		n.mu.Lock()
-		count, sp := len(n.queue), n.spool
-		n.mu.Unlock()
-		if count >= n.cfg.MaxPending {
-			n.spoolFull(p)
-			continue
+		batch := []*pending{p}
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case q, ok := <-n.in:
+				if !ok {
+					break more
+				}
+				batch = append(batch, q)
+			default:
+				break more
+			}
 		}
-		err := errors.New("no spool open")
-		if sp != nil {
-			err = sp.write(p)
-		}
-		if err != nil {
-			n.log.Error("notification dropped: spool not writable", "id", p.ev.ID, "event", p.ev.Event, "dir", n.cfg.SpoolDir, "err", err)
-			n.result(p.ev.Event, ResultDropped)
-			continue
-		}
-		p.due = n.cfg.Now()
-		n.mu.Lock()
-		if n.full {
-			n.full = false
-			n.log.Info("notification spool has room again", "pending", len(n.queue))
-		}
-		n.queue = append(n.queue, p)
-		count = len(n.queue)
-		n.mu.Unlock()
-		n.pendingChanged(count)
-		n.poke()
+		n.spoolBatch(batch)
 	}
+}
+
+// spoolBatch writes what fits in the spool and queues it for delivery.
+func (n *Notifier) spoolBatch(batch []*pending) {
+	n.mu.Lock()
+	room, sp := n.cfg.MaxPending-len(n.queue), n.spool
+	n.mu.Unlock()
+	if room < 0 {
+		room = 0
+	}
+	if len(batch) > room {
+		for _, p := range batch[room:] {
+			n.spoolFull(p)
+		}
+		batch = batch[:room]
+	}
+	if len(batch) == 0 {
+		return
+	}
+	errs := make([]error, len(batch))
+	if sp == nil {
+		for i := range errs {
+			errs[i] = errors.New("no spool open")
+		}
+	} else {
+		errs = sp.writeBatch(batch)
+	}
+	now := n.cfg.Now()
+	n.mu.Lock()
+	for i, p := range batch {
+		if errs[i] != nil {
+			continue
+		}
+		p.due = now
+		n.queue = append(n.queue, p)
+	}
+	count := len(n.queue)
+	wasFull := n.full && count < n.cfg.MaxPending
+	if wasFull {
+		n.full = false
+	}
+	n.mu.Unlock()
+	for i, p := range batch {
+		if errs[i] != nil {
+			n.log.Error("notification dropped: spool not writable", "id", p.ev.ID, "event", p.ev.Event, "dir", n.cfg.SpoolDir, "err", errs[i])
+			n.result(p.ev.Event, ResultDropped)
+		}
+	}
+	if wasFull {
+		n.log.Info("notification spool has room again", "pending", count)
+	}
+	n.pendingChanged(count)
+	n.poke()
 }
 
 // spoolFull drops p, logging the first drop of each episode at ERROR.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // The spool is a directory with one file per pending notification, named
@@ -82,20 +83,66 @@ func (s *spool) load() (out []*pending, bad []error) {
 	return out, bad
 }
 
-// write stores p durably under its id.
-func (s *spool) write(p *pending) error {
+// writeParallel bounds the files writeBatch writes (and fsyncs) at once:
+// concurrent fsyncs share the file system's journal commits, so a burst
+// of lockouts costs little more than one.
+const writeParallel = 16
+
+// writeBatch stores each of ps durably under its id: every file is
+// written under a temporary name and fsync'd (up to writeParallel at
+// once), renamed, and the directory fsync'd once for the batch. It
+// returns one error per notification, nil for those now on disk.
+func (s *spool) writeBatch(ps []*pending) []error {
+	errs := make([]error, len(ps))
+	tmps := make([]string, len(ps))
+	sem := make(chan struct{}, writeParallel)
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			tmps[i], errs[i] = s.writeTemp(p)
+		}()
+	}
+	wg.Wait()
+	renamed := false
+	for i, p := range ps {
+		if errs[i] != nil {
+			continue
+		}
+		if err := os.Rename(tmps[i], s.path(p.ev.ID)); err != nil {
+			_ = os.Remove(tmps[i])
+			errs[i] = fmt.Errorf("write spool file: %w", err)
+			continue
+		}
+		renamed = true
+	}
+	if renamed {
+		if err := s.syncDir(); err != nil {
+			for i := range errs {
+				if errs[i] == nil {
+					errs[i] = err
+				}
+			}
+		}
+	}
+	return errs
+}
+
+// writeTemp writes p's record to a new temporary file and fsyncs it.
+func (s *spool) writeTemp(p *pending) (string, error) {
 	b, err := encodeRecord(p)
 	if err != nil {
-		return fmt.Errorf("encode notification: %w", err)
+		return "", fmt.Errorf("encode notification: %w", err)
 	}
 	if strings.ContainsAny(p.ev.ID, `/\.`) || p.ev.ID == "" {
-		return fmt.Errorf("notification id %q cannot name a file", p.ev.ID)
+		return "", fmt.Errorf("notification id %q cannot name a file", p.ev.ID)
 	}
 	f, err := os.CreateTemp(s.dir, tmpPrefix+"*")
 	if err != nil {
-		return fmt.Errorf("create spool file: %w", err)
+		return "", fmt.Errorf("create spool file: %w", err)
 	}
-	tmp := f.Name()
 	_, err = f.Write(b)
 	if err == nil {
 		err = f.Sync()
@@ -103,22 +150,21 @@ func (s *spool) write(p *pending) error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(tmp, s.path(p.ev.ID))
-	}
 	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("write spool file: %w", err)
+		_ = os.Remove(f.Name())
+		return "", fmt.Errorf("write spool file: %w", err)
 	}
-	return s.syncDir()
+	return f.Name(), nil
 }
 
-// remove deletes a delivered (or given up) notification.
+// remove deletes a delivered (or given up) notification. The removal is
+// not fsync'd: if a crash undoes it, the notification is sent again,
+// which at-least-once delivery allows.
 func (s *spool) remove(id string) error {
 	if err := os.Remove(s.path(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove spool file: %w", err)
 	}
-	return s.syncDir()
+	return nil
 }
 
 func (s *spool) path(id string) string { return filepath.Join(s.dir, id+spoolExt) }
