@@ -219,8 +219,9 @@ func eventIdentity(e audit.Event, ipv6Prefix int) (identity, bool) {
 // Unlock lifts a lockout: it deletes the lock of the dimension's identity
 // in the given ledger (every ledger when Ledger is ""), which also resets
 // its level, and that identity's failure logs of the dimension across those
-// ledgers, then records an admin event. It returns ErrNotFound when no such
-// lockout was active (the failure logs are deleted all the same).
+// ledgers, then records an admin event and sends an unlock notification
+// (Config.Notifier). It returns ErrNotFound when no such lockout was active
+// (the failure logs are deleted all the same; nothing is audited or sent).
 //
 // Errors: *InputError for a missing or unknown dimension (field
 // "dimension"), a missing or bad identifier the dimension needs (field

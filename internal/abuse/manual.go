@@ -21,8 +21,9 @@ const (
 // raises the level as usual and the key stays locked until the later of the
 // two ends. A second manual lock of the key replaces the first; Unlock
 // lifts it. It answers one entry per ledger (level: the key's current
-// strike level, 0 without strikes; until: the later end) and records an
-// admin event (action "lock", note the reason, lockout_until the end).
+// strike level, 0 without strikes; until: the later end), records an
+// admin event (action "lock", note the reason, lockout_until the end) and
+// sends a lockout notification per ledger (Config.Notifier).
 //
 // Errors: *InputError for a missing or unknown dimension ("dimension"), a
 // missing or bad identifier the dimension needs ("user", "ip", "device"),
