@@ -22,12 +22,15 @@ type Notifier struct {
 	// delivery attempt reads them once.
 	settings atomic.Pointer[Settings]
 
-	in   chan *pending // Notify -> spooler
-	wake chan struct{} // new work or settings for the deliverer
+	// inMu guards closed and sends on in: Notify takes it shared, so
+	// decisions never wait for each other or for the deliverer's mu.
+	inMu   sync.RWMutex
+	closed bool
+	in     chan *pending // Notify -> spooler
+	wake   chan struct{} // new work or settings for the deliverer
 
 	mu      sync.Mutex
-	spool   *spool // nil until a webhook URL is first set
-	closed  bool
+	spool   *spool     // nil until a webhook URL is first set
 	queue   []*pending // on disk, oldest first
 	full    bool       // the spool was full at the last Notify (logged once)
 	ctx     context.Context
@@ -62,7 +65,7 @@ func New(logger *slog.Logger, cfg Config, client *http.Client, hooks Hooks) (*No
 		cfg.MaxAge = DefaultMaxAge
 	}
 	if cfg.QueueSize <= 0 {
-		cfg.QueueSize = 1024
+		cfg.QueueSize = DefaultQueueSize
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -160,8 +163,8 @@ func (n *Notifier) Notify(e Event) {
 		return
 	}
 	p := &pending{ev: e, enqueued: n.cfg.Now()}
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.inMu.RLock()
+	defer n.inMu.RUnlock()
 	if n.closed {
 		n.drop(p, "notifier closed")
 		return
@@ -305,12 +308,12 @@ func (n *Notifier) spoolFull(p *pending) {
 // directory. It returns ctx's error if the spooler or the deliverer does
 // not finish in time. Close is idempotent.
 func (n *Notifier) Close(ctx context.Context) error {
-	n.mu.Lock()
+	n.inMu.Lock()
 	if !n.closed {
 		n.closed = true
 		close(n.in)
 	}
-	n.mu.Unlock()
+	n.inMu.Unlock()
 	var errs []error
 	select {
 	case <-n.spooled:

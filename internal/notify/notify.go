@@ -62,6 +62,7 @@ const (
 	DefaultBackoff    = time.Second
 	DefaultMaxBackoff = 10 * time.Minute
 	DefaultMaxAge     = 24 * time.Hour
+	DefaultQueueSize  = 1024
 	// DefaultSpoolSubdir is the spool's directory under audit.spool_dir
 	// when notifications.spool_dir is not set.
 	DefaultSpoolSubdir = "notifications"
@@ -128,7 +129,7 @@ type Config struct {
 	// (default DefaultMaxAge, 24h).
 	MaxAge time.Duration
 	// QueueSize bounds the notifications waiting for the spooler (default
-	// 1024); one that does not fit is dropped.
+	// DefaultQueueSize); one that does not fit is dropped.
 	QueueSize int
 	// Now is the clock of notification ages and signatures (default
 	// time.Now); waits use timers, so tests run in a testing/synctest
