@@ -32,9 +32,6 @@ func (d *decoder) notifications(cfg *Config, s *notificationsSection) {
 			d.errorAt("notifications.webhook_url", "notifications.webhook_url: %v", err)
 		}
 	}
-	if d.has("notifications.secret") && s.Secret == "" {
-		d.errorAt("notifications.secret", "notifications.secret: must not be empty (e.g. openssl rand -hex 32)")
-	}
 	for i, e := range s.Events {
 		if !slices.Contains(notify.Events, e) {
 			d.errorAt(fmt.Sprintf("notifications.events[%d]", i), "notifications.events[%d]: unknown event %q: want lockout or unlock", i, e)

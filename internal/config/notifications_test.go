@@ -57,7 +57,7 @@ func TestParseNotificationsRejects(t *testing.T) {
 	}{
 		{"scheme", "notifications:\n  webhook_url: ftp://x/y\n  secret: s\n", 2, "notifications.webhook_url"},
 		{"no secret", "notifications:\n  webhook_url: https://x/y\n", 2, "notifications.secret is required"},
-		{"empty secret", "notifications:\n  webhook_url: https://x/y\n  secret: \"\"\n", 3, "must not be empty"},
+		{"empty secret", "notifications:\n  webhook_url: https://x/y\n  secret: \"\"\n", 2, "notifications.secret is required"},
 		{"event", "notifications:\n  events:\n    - lockout\n    - strike\n", 4, `unknown event "strike"`},
 		{"no events", "notifications:\n  events: []\n", 2, "at least one"},
 		{"timeout", "notifications:\n  timeout: 0s\n", 2, "at least 1ms"},
