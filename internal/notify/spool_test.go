@@ -2,11 +2,13 @@ package notify
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -345,6 +347,59 @@ func TestSpoolOpensWithTheFirstURL(t *testing.T) {
 		}
 		if _, err := New(nil, testConfig(filepath.Join(blocker, "notifications")), nil, Hooks{}); err == nil {
 			t.Errorf("New with a URL and an uncreatable spool: nil error, want one")
+		}
+		closeNotifier(t, n)
+	})
+}
+
+// Update is safe while decisions notify (run with -race): after swaps of
+// URL, secret and events under load, the settings in force are whole and
+// what follows is delivered with them.
+func TestUpdateWhileNotifying(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rcv := newReceiver(t, "whsec-final")
+		rs := &results{}
+		n := startNotifier(t, testConfig(t.TempDir()), rcv.inMemory(), rs)
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Go(func() {
+				for i := range 50 {
+					n.Notify(sampleEvent(fmt.Sprintf("01JDA000000000000000000%d%02d", w, i)))
+				}
+			})
+		}
+		wg.Go(func() {
+			for i := range 50 {
+				s := Settings{WebhookURL: memURL, Secret: fmt.Sprintf("whsec-%d", i)}
+				if i%2 == 1 {
+					s.Events = []string{sdk.NotificationUnlock}
+				}
+				if err := n.Update(s); err != nil {
+					t.Errorf("Update: %v", err)
+				}
+			}
+		})
+		wg.Wait()
+		if err := n.Update(Settings{WebhookURL: memURL, Secret: "whsec-final"}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Hour) // every earlier notification settled
+		before := len(rcv.deliveries())
+		for i := range 10 {
+			n.Notify(sampleEvent(fmt.Sprintf("01JDA0000000000000000009%02d", i)))
+		}
+		synctest.Wait()
+		got := rcv.deliveries()
+		if len(got)-before != 10 {
+			t.Errorf("after the last Update %d delivered, want 10", len(got)-before)
+		}
+		for _, d := range got[before:] {
+			if d.sig != nil {
+				t.Errorf("%s, signed after the last Update: %v", d.body.ID, d.sig)
+			}
+		}
+		if n.Pending() != 0 {
+			t.Errorf("Pending = %d, want 0", n.Pending())
 		}
 		closeNotifier(t, n)
 	})
