@@ -30,10 +30,12 @@ const SignatureHeader = "X-Guard-Signature"
 const DefaultWebhookTolerance = 5 * time.Minute
 
 // Notification is the JSON body Guard POSTs to notifications.webhook_url.
-// Identifiers are those of the lockout's dimension, as the audit trail
-// keeps them (keyed hashes under audit.pseudonymize); the others are null.
-// Deliveries are at least once: deduplicate on ID, which stays the same on
-// every retry.
+// Identifiers are as the audit event beside it has them (keyed hashes
+// under audit.pseudonymize), null when absent: for a strike those of the
+// striking request, for a manual lockout or an unlock those of Dimension.
+// Dimension says which key is locked (an "ip" lockout may name the user
+// whose attempt struck it). Deliveries are at least once: deduplicate on
+// ID, which stays the same on every retry.
 type Notification struct {
 	// ID is unique per notification (a ULID).
 	ID string `json:"id"`

@@ -150,7 +150,7 @@ func TestNotificationsEndToEnd(t *testing.T) {
 		t.Errorf("until = %s, want at + 1m (level 1 of the ladder)", str(n.Until))
 	}
 	if n.Event != "lockout" || n.Instance != "e2e-1" || str(n.Ledger) != "auth" || n.Dimension != "user" ||
-		str(n.User) != "alice@example.com" || n.IP != nil || n.Device != nil || n.Level != 1 || n.Reason != "login/user/failures" {
+		str(n.User) != "alice@example.com" || str(n.IP) != "203.0.113.7" || n.Device != nil || n.Level != 1 || n.Reason != "login/user/failures" {
 		t.Errorf("strike notification = %+v (user %s, ip %s)", n, str(n.User), str(n.IP))
 	}
 

@@ -49,33 +49,30 @@ func (g *Guard) notifyStrikes(a *compiledAction, id *identity, struck []limits.L
 	}
 }
 
-// notify sends one notification about the lock of id's dimension d in
-// ledger ("" for every ledger). Its identifiers are those of the
-// dimension, as the audit trail keeps them (normalised, or keyed hashes
-// with Pseudonymize): a notification names the key that was locked, never
-// the other identifiers of the request that struck it, so that the
-// application tells only the owner of that key.
+// notify sends one notification about the lock of dimension d in ledger
+// ("" for every ledger). Its identifiers are id's exactly as the audit
+// event recorded beside it has them (normalised, or keyed hashes with
+// Pseudonymize): for a strike every identifier of the striking request,
+// for a manual lockout or an unlock those of the dimension. dimension says
+// which key is locked; an ip lockout may carry the user whose attempt
+// struck it.
 func (g *Guard) notify(event string, at time.Time, ledger string, d dimIndex, id *identity, level int, until time.Time, reason string) {
 	if g.cfg.Notifier == nil {
 		return
 	}
-	only := *id
-	only.hasUser = only.hasUser && (d == dimUser || d == dimUserIP || d == dimUserDevice)
-	only.hasIP = only.hasIP && (d == dimIP || d == dimUserIP)
-	only.hasDevice = only.hasDevice && (d == dimDevice || d == dimUserDevice)
 	var e audit.Event
-	g.auditIdentifiers(&e, &only)
+	g.auditIdentifiers(&e, id)
 	n := notify.Event{
 		ID: newID(at), Event: event, At: at.UTC(), Instance: g.cfg.Instance, Ledger: ledger,
 		Dimension: d.String(), Level: level, Until: until.UTC(), Reason: reason,
 	}
-	if only.hasUser {
+	if id.hasUser {
 		n.User = &e.User
 	}
-	if only.hasIP {
+	if id.hasIP {
 		n.IP = &e.IP
 	}
-	if only.hasDevice {
+	if id.hasDevice {
 		n.Device = &e.Device
 	}
 	g.cfg.Notifier.Notify(n)

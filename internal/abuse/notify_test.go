@@ -52,8 +52,8 @@ func TestNotifyStrikes(t *testing.T) {
 		e := rec.last(t)
 		got := fn.take()
 		want := []string{
-			`lockout test-1 auth user+ip user=alice ip=203.0.113.7 device=<nil> level=1 reason="login/user+ip/failures"`,
-			`lockout test-1 auth user user=alice ip=<nil> device=<nil> level=1 reason="login/user/failures"`,
+			`lockout test-1 auth user+ip user=alice ip=203.0.113.7 device=d-1 level=1 reason="login/user+ip/failures"`,
+			`lockout test-1 auth user user=alice ip=203.0.113.7 device=d-1 level=1 reason="login/user/failures"`,
 		}
 		if len(got) != len(want) {
 			t.Fatalf("notifications = %v, want %d", got, len(want))
@@ -62,6 +62,10 @@ func TestNotifyStrikes(t *testing.T) {
 		for i, n := range got {
 			if g := summary(n); g != want[i] {
 				t.Errorf("notification %d = %s\nwant %s", i, g, want[i])
+			}
+			if deref(n.User) != e.User || deref(n.IP) != e.IP || deref(n.Device) != e.Device {
+				t.Errorf("notification %d identifiers %s %s %s, want the audit event's %s %s %s", i,
+					deref(n.User), deref(n.IP), deref(n.Device), e.User, e.IP, e.Device)
 			}
 			if !n.At.Equal(e.At) || !n.Until.Equal(*e.LockoutUntil) {
 				t.Errorf("notification %d at %v until %v, want the report's %v and %v", i, n.At, n.Until, e.At, *e.LockoutUntil)
@@ -121,7 +125,7 @@ func TestNotifyCountDenials(t *testing.T) {
 		if len(got) != 1 {
 			t.Fatalf("notifications = %v, want one strike", got)
 		}
-		if g, w := summary(got[0]), `lockout test-1 otp_send user user=alice ip=<nil> device=<nil> level=1 reason="otp_send/user/failures"`; g != w {
+		if g, w := summary(got[0]), `lockout test-1 otp_send user user=alice ip=203.0.113.7 device=<nil> level=1 reason="otp_send/user/failures"`; g != w {
 			t.Errorf("notification = %s\nwant %s", g, w)
 		}
 		if !got[0].At.Equal(d.At) {
@@ -178,7 +182,7 @@ func TestNotifyPseudonymized(t *testing.T) {
 	}
 	e := rec.last(t)
 	got := fn.take()
-	if len(got) != 1 || got[0].User == nil || got[0].IP == nil {
+	if len(got) != 1 || got[0].User == nil || got[0].IP == nil || got[0].Dimension != DimUserIP {
 		t.Fatalf("notifications = %v, want the user+ip strike", got)
 	}
 	if *got[0].User != e.User || *got[0].IP != e.IP || *got[0].User == "alice" || *got[0].IP == "203.0.113.7" {

@@ -10,9 +10,11 @@ export const SIGNATURE_HEADER = "X-Guard-Signature";
 export const DEFAULT_WEBHOOK_TOLERANCE_MS = 5 * 60 * 1000;
 
 /**
- * Body of a lockout notification. Identifiers are those of the lockout's
- * dimension as the audit trail keeps them (hashes under audit.pseudonymize),
- * the others null. Deliveries are at least once: deduplicate on `id`.
+ * Body of a lockout notification. Identifiers are as the audit event beside
+ * it has them (hashes under audit.pseudonymize), null when absent: for a
+ * strike those of the striking request, for a manual lockout or an unlock
+ * those of `dimension`, which says which key is locked. Deliveries are at
+ * least once: deduplicate on `id`.
  */
 export interface Notification {
   id: string;
