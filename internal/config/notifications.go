@@ -54,6 +54,17 @@ func (d *decoder) notificationSecret(cfg *Config, env Env) {
 	if cfg.Notify.WebhookURL != "" && cfg.Notify.Secret == "" {
 		d.errorAt("notifications.webhook_url", "notifications.secret is required with a webhook_url (set it or %s): receivers verify every delivery's signature with it", EnvNotificationsSecret)
 	}
+	if n := len(cfg.Notify.Secret); n > 0 && n < WeakSecretBytes {
+		where := fmt.Sprintf("%s:%d", d.file, d.lines["notifications.secret"])
+		if env.Get(EnvNotificationsSecret) != "" {
+			where = EnvNotificationsSecret
+		}
+		cfg.Warnings = append(cfg.Warnings, Warning{
+			Where: where,
+			Msg: fmt.Sprintf("SHORT NOTIFICATION SECRET: notifications.secret is %d bytes, shorter than %d: "+
+				"whoever guesses it can forge lockout notifications; use e.g. openssl rand -hex 32", n, WeakSecretBytes),
+		})
+	}
 }
 
 // notificationSpool defaults the notification spool to a directory beside

@@ -46,6 +46,13 @@ func TestParseNotifications(t *testing.T) {
 	if err := cfg.Notify.Settings.Validate(); err != nil {
 		t.Errorf("parsed settings do not validate: %v", err)
 	}
+	if len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0].Msg, "SHORT NOTIFICATION SECRET") || cfg.Warnings[0].Where != EnvNotificationsSecret {
+		t.Errorf("warnings = %+v, want one about the 8-byte secret", cfg.Warnings)
+	}
+	cfg, err = Parse("guard.yaml", []byte(y), envMap(map[string]string{EnvNotificationsSecret: "0123456789abcdef0123"}))
+	if err != nil || len(cfg.Warnings) != 0 {
+		t.Errorf("a 20-byte secret: warnings %+v, err %v; want none", cfg.Warnings, err)
+	}
 }
 
 func TestParseNotificationsRejects(t *testing.T) {
