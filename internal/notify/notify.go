@@ -10,7 +10,8 @@
 // before it is attempted, so a notification survives a stop or a crash
 // once it is on disk; the window between Notify and that write is the
 // only one in which a crash loses it. One background deliverer POSTs the
-// pending notifications oldest first, each signed afresh per attempt
+// pending notifications one at a time, the one due first first (a new
+// one at once, a failed one after its backoff), each signed afresh per attempt
 // (sdk.SignatureHeader; the body and the id stay the same). A 2xx answer
 // delivers it and deletes its file; anything else (3xx, 4xx, 5xx, a
 // network error, a timeout) is retried with exponential backoff and
