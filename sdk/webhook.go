@@ -45,7 +45,8 @@ type Notification struct {
 	At string `json:"at"`
 	// Instance is the Guard instance that saw it.
 	Instance string `json:"instance"`
-	// Ledger is the lockout ledger; null for an unlock of every ledger.
+	// Ledger is the lockout ledger; null only for an unlock of every
+	// ledger when Guard could not tell which ledgers were locked.
 	Ledger *string `json:"ledger"`
 	// Dimension is the locked key's dimension, e.g. "user" or "user+ip".
 	Dimension string  `json:"dimension"`

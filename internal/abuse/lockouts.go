@@ -126,7 +126,7 @@ func (g *Guard) Lockouts(ctx context.Context, f LockoutFilter) (LockoutPage, err
 		}
 		out.Lockouts = append(out.Lockouts, al)
 	}
-	if len(unresolved) > 0 && g.lookup != nil && !g.cfg.Pseudonymize {
+	if len(unresolved) > 0 && g.lookup != nil && !g.cfg.Pseudonymize && !f.ledgersOnly {
 		g.resolveFromAudit(ctx, unresolved, out.Lockouts)
 	}
 	for _, i := range unresolved {
@@ -249,6 +249,10 @@ func (g *Guard) Unlock(ctx context.Context, in UnlockInput) error {
 			}
 		}
 	}
+	notifyLedgers := []string{in.Ledger}
+	if in.Ledger == "" {
+		notifyLedgers = g.lockedLedgers(ctx, d, &id)
+	}
 	unlocked, err := g.store.Unlock(ctx, &req)
 	if err != nil {
 		return fmt.Errorf("unlock %s: %w", in.Dimension, err)
@@ -268,7 +272,9 @@ func (g *Guard) Unlock(ctx context.Context, in UnlockInput) error {
 	}
 	g.auditIdentifiers(&e, &id)
 	g.rec.Record(e)
-	g.notify(sdk.NotificationUnlock, now, in.Ledger, d, &id, 0, time.Time{}, in.Reason)
+	for _, led := range notifyLedgers {
+		g.notify(sdk.NotificationUnlock, now, led, d, &id, 0, time.Time{}, in.Reason)
+	}
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package abuse
 
 import (
+	"context"
 	"time"
 
 	"github.com/guardhq/guard/internal/audit"
@@ -47,6 +48,46 @@ func (g *Guard) notifyStrikes(a *compiledAction, id *identity, struck []limits.L
 		}
 		g.notify(sdk.NotificationLockout, at, info.Ledger, d, id, st.Level, st.Until, reason)
 	}
+}
+
+// lockedLedgers names, for an unlock of every ledger, the ledgers in which
+// id's key of dimension d is locked now, so that each gets its own unlock
+// notification; [""] (one notification for every ledger) when none is
+// found or the listing fails, or without a Notifier.
+func (g *Guard) lockedLedgers(ctx context.Context, d dimIndex, id *identity) []string {
+	all := []string{""}
+	if g.cfg.Notifier == nil {
+		return all
+	}
+	var s Subject
+	if id.hasUser {
+		s.User = &id.user
+	}
+	if id.hasIP {
+		ip := id.ip.String()
+		s.IP = &ip
+	}
+	if id.hasDevice {
+		s.Device = &id.device
+	}
+	page, err := g.Lockouts(ctx, LockoutFilter{Subject: s, Dimension: d.String(), Limit: 1000, ledgersOnly: true})
+	if err != nil {
+		g.log.Debug("unlock notification for every ledger: listing failed", "err", err)
+		return all
+	}
+	var out []string
+	for _, name := range g.names {
+		for _, al := range page.Lockouts {
+			if al.Ledger == name {
+				out = append(out, name)
+				break
+			}
+		}
+	}
+	if len(out) == 0 {
+		return all
+	}
+	return out
 }
 
 // notify sends one notification about the lock of dimension d in ledger

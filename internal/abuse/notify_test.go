@@ -160,8 +160,24 @@ func TestNotifyManualLockAndUnlock(t *testing.T) {
 			t.Fatal(err)
 		}
 		got = fn.take()
-		if len(got) != 1 || summary(got[0]) != `unlock test-1  ip user=<nil> ip=203.0.113.9 device=<nil> level=0 reason="false positive"` || !got[0].Until.IsZero() {
-			t.Errorf("unlock notifications = %v, want one for every ledger, no until", got)
+		want = []string{
+			`unlock test-1 auth ip user=<nil> ip=203.0.113.9 device=<nil> level=0 reason="false positive"`,
+			`unlock test-1 otp_send ip user=<nil> ip=203.0.113.9 device=<nil> level=0 reason="false positive"`,
+		}
+		if len(got) != 2 || summary(got[0]) != want[0] || summary(got[1]) != want[1] || !got[0].Until.IsZero() {
+			t.Errorf("unlock notifications = %v, want one per ledger that was locked, no until", got)
+		}
+		// A user locked in one ledger only: an unlock of every ledger
+		// names that one.
+		for range 2 {
+			mustReport(t, g, failure("otp_verify", "bob", "", ""))
+		}
+		fn.take()
+		if err := g.Unlock(ctx, UnlockInput{Dimension: DimUser, Subject: subj("bob", "203.0.113.1", "")}); err != nil {
+			t.Fatal(err)
+		}
+		if got := fn.take(); len(got) != 1 || got[0].Ledger != "auth" || deref(got[0].User) != "bob" || got[0].IP != nil {
+			t.Errorf("unlock notifications = %v, want one for ledger auth naming bob", got)
 		}
 		// Nothing locked: no unlock, no notification.
 		if err := g.Unlock(ctx, UnlockInput{Dimension: DimIP, Subject: subj("", "203.0.113.9", ""), Ledger: "auth"}); err != ErrNotFound {

@@ -155,7 +155,8 @@ type Event struct {
 	Event    string
 	At       time.Time
 	Instance string
-	// Ledger is "" for an unlock of every ledger.
+	// Ledger is "" for an unlock of every ledger whose locked ledgers
+	// were not known.
 	Ledger    string
 	Dimension string
 	User      *string

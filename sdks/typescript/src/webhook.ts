@@ -22,7 +22,7 @@ export interface Notification {
   /** RFC 3339 with milliseconds, UTC. */
   at: string;
   instance: string;
-  /** null for an unlock of every ledger. */
+  /** null only for an unlock of every ledger when Guard could not tell which were locked. */
   ledger: string | null;
   dimension: string;
   user: string | null;
