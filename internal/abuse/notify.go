@@ -15,6 +15,9 @@ import (
 // event of a strike, a manual lockout or an unlock. notify.Notifier
 // implements it; Config.Notifier nil turns notifications off.
 type Notifier interface {
+	// Wants reports whether an event ("lockout", "unlock") would be sent,
+	// so that nothing is built for notifications that are off.
+	Wants(event string) bool
 	Notify(e notify.Event)
 }
 
@@ -25,7 +28,7 @@ type Notifier interface {
 // struck locks in the order of the escalation's rules, so each lock is
 // matched with the first rule not yet matched that strikes its key.
 func (g *Guard) notifyStrikes(a *compiledAction, id *identity, struck []limits.LockState, at time.Time) {
-	if g.cfg.Notifier == nil || len(struck) == 0 {
+	if g.cfg.Notifier == nil || len(struck) == 0 || !g.cfg.Notifier.Wants(sdk.NotificationLockout) {
 		return
 	}
 	used := make([]bool, len(a.failures))
@@ -56,7 +59,7 @@ func (g *Guard) notifyStrikes(a *compiledAction, id *identity, struck []limits.L
 // found or the listing fails, or without a Notifier.
 func (g *Guard) lockedLedgers(ctx context.Context, d dimIndex, id *identity) []string {
 	all := []string{""}
-	if g.cfg.Notifier == nil {
+	if g.cfg.Notifier == nil || !g.cfg.Notifier.Wants(sdk.NotificationUnlock) {
 		return all
 	}
 	var s Subject
@@ -98,7 +101,7 @@ func (g *Guard) lockedLedgers(ctx context.Context, d dimIndex, id *identity) []s
 // which key is locked; an ip lockout may carry the user whose attempt
 // struck it.
 func (g *Guard) notify(event string, at time.Time, ledger string, d dimIndex, id *identity, level int, until time.Time, reason string) {
-	if g.cfg.Notifier == nil {
+	if g.cfg.Notifier == nil || !g.cfg.Notifier.Wants(event) {
 		return
 	}
 	var e audit.Event

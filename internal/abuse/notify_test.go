@@ -3,6 +3,7 @@ package abuse
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -10,11 +11,14 @@ import (
 	"github.com/guardhq/guard/internal/notify"
 )
 
-// fakeNotifier keeps every notification.
+// fakeNotifier keeps every notification; off lists events it does not want.
 type fakeNotifier struct {
 	mu  sync.Mutex
 	got []notify.Event
+	off []string
 }
+
+func (f *fakeNotifier) Wants(event string) bool { return !slices.Contains(f.off, event) }
 
 func (f *fakeNotifier) Notify(e notify.Event) {
 	f.mu.Lock()
@@ -203,5 +207,27 @@ func TestNotifyPseudonymized(t *testing.T) {
 	}
 	if *got[0].User != e.User || *got[0].IP != e.IP || *got[0].User == "alice" || *got[0].IP == "203.0.113.7" {
 		t.Errorf("identifiers %s %s, want the audit event's hashes %s %s", *got[0].User, *got[0].IP, e.User, e.IP)
+	}
+}
+
+// Events the notifier does not want are not built (nor sent).
+func TestNotifyWants(t *testing.T) {
+	b := memoryBackend(t)
+	fn := &fakeNotifier{off: []string{"lockout"}}
+	g, _ := newGuard(t, b, authPolicy(50), withNotifier(fn))
+	for range 3 {
+		mustReport(t, g, failure("login", "alice", "203.0.113.7", ""))
+	}
+	if _, err := g.Lock(context.Background(), LockInput{Dimension: DimUser, Subject: subj("dave", "", ""), Duration: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if got := fn.take(); len(got) != 0 {
+		t.Errorf("with lockout off: %v, want none", got)
+	}
+	if err := g.Unlock(context.Background(), UnlockInput{Dimension: DimUser, Subject: subj("dave", "", "")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := fn.take(); len(got) != 2 || got[0].Event != "unlock" {
+		t.Errorf("unlock notifications = %v, want one per ledger dave was locked in", got)
 	}
 }

@@ -155,6 +155,9 @@ func (n *Notifier) Settings() Settings {
 	return s
 }
 
+// Wants reports whether the settings in force send event.
+func (n *Notifier) Wants(event string) bool { return n.settings.Load().wants(event) }
+
 // Notify enqueues e if the settings send its event; it never blocks. A
 // notification that finds the queue or the spool full, or the notifier
 // closed, is dropped, logged and counted.
