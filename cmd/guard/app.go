@@ -20,6 +20,7 @@ import (
 	"github.com/guardhq/guard/internal/config"
 	"github.com/guardhq/guard/internal/limits"
 	"github.com/guardhq/guard/internal/metrics"
+	"github.com/guardhq/guard/internal/notify"
 	"github.com/guardhq/guard/internal/reload"
 )
 
@@ -39,6 +40,7 @@ type app struct {
 	reloader *reload.Reloader
 	apiState *api.State // review sign-outs and export slots, across reloads
 	alerts   *alert.Notifier
+	notifier *notify.Notifier
 	// stopping is closed when the HTTP server begins a graceful stop; it
 	// cuts off audit exports in flight (api.Deps.Stopping).
 	stopping chan struct{}
@@ -76,6 +78,9 @@ func newApp(ctx context.Context, logger *slog.Logger, cfg *config.Config, opts a
 	if err := a.buildAudit(ctx, opts.migrate); err != nil {
 		return a, err
 	}
+	if a.notifier, err = newNotifier(logger, cfg, a.metrics); err != nil {
+		return a, err
+	}
 	first, err := a.buildRuntime(cfg, nil)
 	if err != nil {
 		return a, err
@@ -85,9 +90,13 @@ func newApp(ctx context.Context, logger *slog.Logger, cfg *config.Config, opts a
 		Load:  func() (*config.Config, error) { return cfg.Reread(opts.listen) },
 		Build: a.buildRuntime,
 		Alert: a.alerts.Event,
-		// Settings outside the runtime take a reloaded config here: the
-		// lockout notifier's (notifications:) goes in at merge.
-		OnApply: func(rt *reload.Runtime) {},
+		// The lockout notifier outlives runtimes: a reload swaps its
+		// settings (URL, secret, events, timeout; the spool stays).
+		OnApply: func(rt *reload.Runtime) {
+			if err := a.notifier.Update(rt.Config.Notify.Settings); err != nil {
+				logger.Error("lockout notification settings not reloaded; the previous ones stay", "err", err)
+			}
+		},
 	}, first)
 	if err != nil {
 		return a, err
@@ -105,6 +114,7 @@ func newApp(ctx context.Context, logger *slog.Logger, cfg *config.Config, opts a
 func (a *app) buildRuntime(cfg *config.Config, prev *reload.Runtime) (*reload.Runtime, error) {
 	var g *abuse.Guard
 	var err error
+	cfg.Guard.Notifier = a.notifier
 	if prev == nil {
 		g, err = abuse.New(a.log, cfg.Guard, a.store, a.recorder, a.audit)
 	} else {
@@ -330,6 +340,11 @@ func (a *app) close(ctx context.Context) error {
 	if a.stopBackground != nil {
 		a.stopBackground()
 		<-a.background
+	}
+	if a.notifier != nil {
+		if err := a.notifier.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("close notifier: %w", err))
+		}
 	}
 	if a.recorder != nil {
 		if err := a.recorder.Close(ctx); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/guardhq/guard/internal/audit"
 	"github.com/guardhq/guard/internal/config"
 	"github.com/guardhq/guard/internal/metrics"
+	"github.com/guardhq/guard/internal/notify"
 )
 
 // newAuditWriter starts the writer that moves events to store, its hooks
@@ -37,6 +38,13 @@ func newAuditWriter(logger *slog.Logger, cfg *config.Config, store audit.Store, 
 			}
 		},
 	})
+}
+
+// newNotifier starts the lockout notifier, its results and spool depth
+// wired to metrics. Without a webhook URL it spools and sends nothing (a
+// reload may set one: Notifier.Update).
+func newNotifier(logger *slog.Logger, cfg *config.Config, m *metrics.Metrics) (*notify.Notifier, error) {
+	return notify.New(logger, cfg.Notify, nil, notify.Hooks{OnResult: m.NotificationResult, OnPending: m.SetNotificationsPending})
 }
 
 // redactURL hides the password of a Redis or Postgres URL for logs.

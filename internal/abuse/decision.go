@@ -179,6 +179,9 @@ type LockoutFilter struct {
 	Limit int
 	// Cursor is a LockoutPage's Next, "" for the first page.
 	Cursor string
+	// ledgersOnly skips naming identifiers from the audit trail (an
+	// unlock only needs to know which ledgers are locked).
+	ledgersOnly bool
 }
 
 // LockoutPage is one page of a lockout listing.

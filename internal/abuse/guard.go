@@ -49,6 +49,9 @@ type Config struct {
 	// Now is the clock for decision ids and audit times when the store
 	// gives none; default time.Now.
 	Now func() time.Time
+	// Notifier, if set, receives a lockout notification for each strike,
+	// manual lockout and unlock (notifications.*); nil sends none.
+	Notifier Notifier
 }
 
 // Guard decides attempts. It is safe for concurrent use.

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/guardhq/guard/internal/audit"
 	"github.com/guardhq/guard/internal/limits"
+	"github.com/guardhq/guard/sdk"
 )
 
 // Lookup bounds: a listing reads at most this many audit events to name
@@ -132,7 +134,7 @@ func (g *Guard) Lockouts(ctx context.Context, f LockoutFilter) (LockoutPage, err
 		}
 		out.Lockouts = append(out.Lockouts, al)
 	}
-	if len(unresolved) > 0 && g.lookup != nil && !g.cfg.Pseudonymize {
+	if len(unresolved) > 0 && g.lookup != nil && !g.cfg.Pseudonymize && !f.ledgersOnly {
 		g.resolveFromAudit(ctx, unresolved, out.Lockouts)
 	}
 	for _, i := range unresolved {
@@ -232,8 +234,9 @@ func eventIdentity(e audit.Event, ipv6Prefix, prefixDigits int) (identity, bool)
 // Unlock lifts a lockout: it deletes the lock of the dimension's identity
 // in the given ledger (every ledger when Ledger is ""), which also resets
 // its level, and that identity's failure logs of the dimension across those
-// ledgers, then records an admin event. It returns ErrNotFound when no such
-// lockout was active (the failure logs are deleted all the same).
+// ledgers, then records an admin event and sends an unlock notification
+// (Config.Notifier). It returns ErrNotFound when no such lockout was active
+// (the failure logs are deleted all the same; nothing is audited or sent).
 //
 // Errors: *InputError for a missing or unknown dimension (field
 // "dimension"), a missing or bad identifier the dimension needs (field
@@ -261,6 +264,10 @@ func (g *Guard) Unlock(ctx context.Context, in UnlockInput) error {
 			}
 		}
 	}
+	notifyLedgers := []string{in.Ledger}
+	if in.Ledger == "" {
+		notifyLedgers = g.lockedLedgers(ctx, d, &id)
+	}
 	unlocked, err := g.store.Unlock(ctx, &req)
 	if err != nil {
 		return fmt.Errorf("unlock %s: %w", in.Dimension, err)
@@ -280,6 +287,9 @@ func (g *Guard) Unlock(ctx context.Context, in UnlockInput) error {
 	}
 	g.auditIdentifiers(&e, &id)
 	g.rec.Record(e)
+	for _, led := range notifyLedgers {
+		g.notify(sdk.NotificationUnlock, now, led, d, &id, 0, time.Time{}, in.Reason)
+	}
 	return nil
 }
 

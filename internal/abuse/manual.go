@@ -6,6 +6,7 @@ import (
 
 	"github.com/guardhq/guard/internal/audit"
 	"github.com/guardhq/guard/internal/limits"
+	"github.com/guardhq/guard/sdk"
 )
 
 // ActionLock and ActionUnlock are the actions of admin audit events.
@@ -20,8 +21,9 @@ const (
 // raises the level as usual and the key stays locked until the later of the
 // two ends. A second manual lock of the key replaces the first; Unlock
 // lifts it. It answers one entry per ledger (level: the key's current
-// strike level, 0 without strikes; until: the later end) and records an
-// admin event (action "lock", note the reason, lockout_until the end).
+// strike level, 0 without strikes; until: the later end), records an
+// admin event (action "lock", note the reason, lockout_until the end) and
+// sends a lockout notification per ledger (Config.Notifier).
 //
 // Errors: *InputError for a missing or unknown dimension ("dimension"), a
 // missing or bad identifier the dimension needs ("user", "ip", "device"),
@@ -94,6 +96,9 @@ func (g *Guard) Lock(ctx context.Context, in LockInput) ([]ActiveLockout, error)
 	}
 	g.auditIdentifiers(&e, &id)
 	g.rec.Record(e)
+	for _, al := range out {
+		g.notify(sdk.NotificationLockout, now, al.Ledger, d, &id, al.Level, al.Until, in.Reason)
+	}
 	return out, nil
 }
 

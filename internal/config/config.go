@@ -26,6 +26,7 @@ import (
 	"github.com/guardhq/guard/internal/api"
 	"github.com/guardhq/guard/internal/audit"
 	"github.com/guardhq/guard/internal/limits"
+	"github.com/guardhq/guard/internal/notify"
 )
 
 // DefaultListen is the address serve listens on by default.
@@ -69,6 +70,8 @@ type Config struct {
 	Writer audit.WriterConfig
 	// Postgres is the audit store (retention).
 	Postgres audit.PGConfig
+	// Notify is the notifications section (SpoolDir is always set).
+	Notify notify.Config
 	// Env is the environment the config was read with.
 	Env Env
 	// Warnings are settings Guard accepts but advises against (an API
@@ -133,7 +136,8 @@ type file struct {
 		BatchSize     int           `yaml:"batch_size" min:"1" max:"100000"`
 		FlushInterval time.Duration `yaml:"flush_interval" min:"1ms"`
 	} `yaml:"audit"`
-	ForwardAuth api.ForwardAuthConfig `yaml:"forward_auth"`
+	ForwardAuth   api.ForwardAuthConfig `yaml:"forward_auth"`
+	Notifications notificationsSection  `yaml:"notifications"`
 }
 
 // redisSection is the `redis` section (API.md v1.1).
@@ -194,6 +198,7 @@ func Parse(path string, data []byte, env Env) (*Config, error) {
 	cfg := &Config{File: path, Env: env}
 	d.fill(cfg, &f)
 	d.applyEnv(cfg, env)
+	d.notificationSecret(cfg, env)
 	if !cfg.PolicyFromFile {
 		cfg.Guard.Policy.Actions = abuse.DefaultPolicy().Actions
 	}
@@ -217,6 +222,7 @@ func Parse(path string, data []byte, env Env) (*Config, error) {
 	if cfg.Writer.SpoolDir == "" {
 		cfg.Writer.SpoolDir = env.DefaultSpoolDir(os.TempDir())
 	}
+	notificationSpool(cfg)
 	return cfg, nil
 }
 
@@ -346,6 +352,7 @@ func (d *decoder) fill(cfg *Config, f *file) {
 	}
 	cfg.Writer = audit.WriterConfig{BatchSize: f.Audit.BatchSize, FlushInterval: f.Audit.FlushInterval, SpoolDir: f.Audit.SpoolDir}
 	cfg.Postgres = audit.PGConfig{Retention: f.Audit.Retention}
+	d.notifications(cfg, &f.Notifications)
 	cfg.API.ForwardAuth = f.ForwardAuth
 	fa := &cfg.API.ForwardAuth
 	for key, h := range map[string]*string{"user_header": &fa.UserHeader, "device_header": &fa.DeviceHeader, "phone_header": &fa.PhoneHeader} {

@@ -34,6 +34,10 @@ const (
 	envLocalAppData = "LocalAppData"
 )
 
+// EnvNotificationsSecret sets notifications.secret, so that the webhook
+// secret need not be in the file.
+const EnvNotificationsSecret = "GUARD_NOTIFICATIONS_SECRET"
+
 // Vars is every environment variable Guard reads.
 var Vars = []Var{
 	{EnvConfig, "the config file (serve; --config wins)"},
@@ -41,6 +45,7 @@ var Vars = []Var{
 	{EnvRedisURL, "redis_url"},
 	{EnvDatabaseURL, "database_url"},
 	{EnvKeySecret, "key_secret"},
+	{EnvNotificationsSecret, "notifications.secret"},
 	{EnvKeyPrefix, "store.key_prefix"},
 	{EnvInstance, "instance"},
 	{EnvSpoolDir, "audit.spool_dir"},

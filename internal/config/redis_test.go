@@ -75,7 +75,6 @@ func TestParseRejectsV11(t *testing.T) {
 		{"tls not bool", "redis: {cluster: [a:7000], tls: yes-please}\n", nil, "", 1, "true or false"},
 		{"allow status", "forward_auth:\n  allow_status: 201\n", nil, "", 2, "must be 204 or 200, not 201"},
 		{"allow status text", "forward_auth: {allow_status: ok}\n", nil, "", 1, "whole number"},
-		{"notifications not implemented", "notifications: {webhook_url: \"https://x\"}\n", nil, "", 1, `unknown key "notifications"`},
 		{"algorithm unknown", rule + ", algorithm: fifo}\n", nil, "", 4, `unknown algorithm "fifo"`},
 		{"algorithm on a failure rule", "actions:\n  login:\n    failures:\n      - {dimension: ip, limit: 1, window: 1m, algorithm: counter}\n    lockout: {ladder: [1m]}\n", nil, "", 4, "failure rules are always logs"},
 		{"algorithm on a distinct rule", rule + ", distinct: user, algorithm: bucket}\n", nil, "", 4, "does not apply"},

@@ -60,6 +60,7 @@ type Metrics struct {
 	spoolBytes     prometheus.Gauge
 	defaultRows    prometheus.Gauge
 	alerts         *prometheus.CounterVec
+	notify         notifyMetrics
 	actionLabels   labelSet
 	decisionLabels labelSet
 	reasonLabels   labelSet
@@ -143,6 +144,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	m.notify = newNotifyMetrics(m.reg)
 	m.redisUp.Set(1)
 	m.postgresUp.Set(1)
 	m.SetBreakerState("closed")

@@ -11,6 +11,8 @@ from ._protect import (CHALLENGE_MESSAGE, Attempt, Protector, Request, Verdict, 
                        denial, denial_message, wsgi_request)
 from ._types import (ALLOW, CHALLENGE, DENY, FAILURE, REASON_GUARD_UNAVAILABLE, SUCCESS, CheckResponse, Limit,
                      Lockout, LockoutEntry, ReportResponse)
+from ._webhook import (DEFAULT_WEBHOOK_TOLERANCE, SIGNATURE_HEADER, WebhookVerificationError, sign_webhook,
+                       verify_webhook)
 
 __all__ = [
     "ALLOW", "CHALLENGE", "CHALLENGE_MESSAGE", "challenge_answer", "DENY", "FAILURE", "REASON_GUARD_UNAVAILABLE", "SUCCESS",
@@ -19,4 +21,5 @@ __all__ = [
     "IPExtractor", "Limit", "Lockout", "LockoutEntry", "Protector", "ReportResponse", "Request",
     "TooManyPendingReports", "Verdict", "asgi_request", "denial", "denial_message", "is_unavailable",
     "parse_hop", "parse_retry_after", "wsgi_request",
+    "DEFAULT_WEBHOOK_TOLERANCE", "SIGNATURE_HEADER", "WebhookVerificationError", "sign_webhook", "verify_webhook",
 ]

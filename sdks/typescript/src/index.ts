@@ -5,3 +5,4 @@ export * from "./types.js";
 export * from "./client.js";
 export * from "./ip.js";
 export * from "./middleware.js";
+export * from "./webhook.js";
