@@ -53,6 +53,10 @@ type Notification struct {
 	User      *string `json:"user"`
 	IP        *string `json:"ip"`
 	Device    *string `json:"device"`
+	// Phone is the E.164 number (a hash under audit.pseudonymize), or the
+	// region or prefix of a phone_country or phone_prefix lockout; null
+	// when the lockout involves none (a Guard addition to API.md's list).
+	Phone *string `json:"phone"`
 	// Level is the ladder step after a strike (from 1), the key's current
 	// level for a manual lockout (0 without strikes), 0 after an unlock.
 	Level int `json:"level"`

@@ -119,5 +119,8 @@ func (g *Guard) notify(event string, at time.Time, ledger string, d dimIndex, id
 	if id.hasDevice {
 		n.Device = &e.Device
 	}
+	if e.Phone != "" {
+		n.Phone = &e.Phone
+	}
 	g.cfg.Notifier.Notify(n)
 }

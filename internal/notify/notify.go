@@ -162,7 +162,10 @@ type Event struct {
 	User      *string
 	IP        *string
 	Device    *string
-	Level     int
+	// Phone is the E.164 number (or its hash), or the phone_country or
+	// phone_prefix value of such a lock, as the audit event has it.
+	Phone *string
+	Level int
 	// Until is zero for an unlock.
 	Until  time.Time
 	Reason string
@@ -172,7 +175,7 @@ type Event struct {
 func (e Event) wire() sdk.Notification {
 	n := sdk.Notification{
 		ID: e.ID, Event: e.Event, At: sdk.FormatTime(e.At), Instance: e.Instance,
-		Dimension: e.Dimension, User: e.User, IP: e.IP, Device: e.Device, Level: e.Level, Reason: e.Reason,
+		Dimension: e.Dimension, User: e.User, IP: e.IP, Device: e.Device, Phone: e.Phone, Level: e.Level, Reason: e.Reason,
 	}
 	if e.Ledger != "" {
 		n.Ledger = &e.Ledger

@@ -28,6 +28,8 @@ export interface Notification {
   user: string | null;
   ip: string | null;
   device: string | null;
+  /** E.164 (or its hash), or the region / prefix of a phone_country / phone_prefix lockout. */
+  phone?: string | null;
   level: number;
   /** null for an unlock. */
   until: string | null;
