@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -131,7 +132,7 @@ func (r *Replayer) Add(ctx context.Context, e audit.Event) error {
 	if struck(e) {
 		t.before++ // whether or not the candidate runs it
 	}
-	subject := abuse.Subject{User: opt(e.User), IP: opt(replayIP(e.IP)), Device: opt(e.Device)}
+	subject := abuse.Subject{User: opt(e.User), IP: opt(replayIP(e.IP)), Device: opt(e.Device), Phone: opt(replayPhone(e.Phone))}
 	r.checks.forget(e.At.UnixMilli() - ReportHorizon.Milliseconds())
 	r.last.set = false
 	var err error
@@ -270,6 +271,16 @@ func opt(s string) *string {
 // pseudonymized trail's keyed hash a synthetic address of its own (fd00::/8,
 // 56 bits of the hash in its /64, so distinct hashes stay distinct keys
 // under the default IPv6 aggregation).
+// replayPhone is the recorded phone as the candidate reads it: an E.164
+// number as recorded; a keyed hash (audit.pseudonymize) has no country or
+// prefix to recover, so the event replays without a phone.
+func replayPhone(s string) string {
+	if strings.HasPrefix(s, "+") {
+		return s
+	}
+	return ""
+}
+
 func replayIP(s string) string {
 	if s == "" {
 		return ""
