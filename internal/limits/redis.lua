@@ -200,7 +200,7 @@ local function readEscalation()
     local f = {limit = num(), window = num(), keep = num(), idx = {}, info = false, key = false, lock = false}
     local nX = num()
     f.info = arg()
-    f.member = arg()
+    f.member = arg() or ''
     f.key, f.lock = key(), key()
     for j = 1, nX do f.idx[j] = key() end
     e.fails[i] = f
@@ -459,7 +459,8 @@ if op == 'check' then
     r.limit, r.window, r.keep, r.shadow = num(), num(), num(), arg() == '1'
   end
   readSpares()
-  local nO = num()
+  -- Callers that predate the rule kinds (scripts/bench.sh) send no nO.
+  local nO = num() or 0
   if nO > 0 then kinds().read(nO) end
 
   local pre = {}
