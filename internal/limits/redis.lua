@@ -215,7 +215,7 @@ local function readEscalation()
     local f = {limit = num(), window = num(), keep = num(), idx = {}, info = false, key = false, lock = false}
     local nX = num()
     f.info = arg()
-    f.member = arg()
+    f.member = arg() or ''
     f.key, f.lock = key(), key()
     for j = 1, nX do f.idx[j] = key() end
     e.fails[i] = f
@@ -515,7 +515,8 @@ if op == 'check' then
     r.shadow, r.challenge, r.passed = fl % 2 == 1, math.floor(fl / 2) % 2 == 1, math.floor(fl / 4) % 2 == 1
   end
   readSpares()
-  local nO = num()
+  -- Callers that predate the rule kinds (scripts/bench.sh) send no nO.
+  local nO = num() or 0
   if nO > 0 then kinds().read(nO) end
   local escDeny, escRes, rk, rttl = esc, nil, nil, 0
   if arg() == '1' then
