@@ -130,16 +130,7 @@ func (gs *groups) addEscalation(esc *Escalation) {
 	for _, f := range esc.Failures {
 		g := gs.of(f.Key)
 		g.escSpec = esc
-		var foreign []string
-		local := f
-		local.Indexes = nil
-		for _, x := range f.Indexes {
-			if gs.s.slot(x) == g.slot {
-				local.Indexes = append(local.Indexes, x)
-			} else {
-				foreign = append(foreign, x)
-			}
-		}
+		local, foreign := gs.split(g, f)
 		g.esc = append(g.esc, local)
 		g.foreign = append(g.foreign, foreign)
 	}
