@@ -35,11 +35,11 @@ func openSpool(dir string) (*spool, error) {
 		return nil, errors.New("notify: a spool directory is required")
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("notify: create spool: %w", err)
+		return nil, fmt.Errorf("notify: create the notification spool %s (notifications.spool_dir, default <audit.spool_dir>/notifications): %w", dir, err)
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("notify: read spool: %w", err)
+		return nil, fmt.Errorf("notify: read the notification spool %s: %w", dir, err)
 	}
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), tmpPrefix) {
