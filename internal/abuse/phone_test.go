@@ -395,3 +395,22 @@ func BenchmarkGuardCheckPhone(b *testing.B) {
 		})
 	}
 }
+
+// FuzzParsePhone: parsing never panics, and a number's E.164 form is a
+// fixed point with the same country and prefix, so the audit trail's
+// value (re-read by lockout listings and filters) names the same keys.
+func FuzzParsePhone(f *testing.F) {
+	for _, s := range []string{"+447400123456", "07400 123456", "＋４４７４００１２３４５６", "+1-800-FLOWERS", "+800 1234 5678", "tel:+44-7400-123456;ext=1", "+44 (0)7400 123-456"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		e164, country, prefix, err := ParsePhone(raw, "GB", DefaultPrefixDigits)
+		if err != nil {
+			return
+		}
+		e2, c2, p2, err := ParsePhone(e164, "", DefaultPrefixDigits)
+		if err != nil || e2 != e164 || c2 != country || p2 != prefix {
+			t.Fatalf("ParsePhone(%q) = %q %q %q, but its E.164 parses as %q %q %q, %v", raw, e164, country, prefix, e2, c2, p2, err)
+		}
+	})
+}
