@@ -184,4 +184,3 @@ func policyOf(a checkAnswer) string {
 	}
 	return ""
 }
-
