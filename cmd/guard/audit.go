@@ -5,13 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"strconv"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/guardhq/guard/internal/api"
+	"github.com/guardhq/guard/internal/audit"
 	"github.com/guardhq/guard/internal/config"
 	"github.com/guardhq/guard/sdk"
 )
@@ -109,7 +106,7 @@ func runAudit(ctx context.Context, e *env, args []string) error {
 			enc.SetIndent("", "  ")
 			return enc.Encode(page)
 		}
-		if err := writeAuditTable(e.stdout, page.Events); err != nil {
+		if err := audit.WriteTable(e.stdout, page.Events); err != nil {
 			return err
 		}
 		if page.NextCursor != nil {
@@ -128,63 +125,6 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 		return time.Time{}, nil
 	}
 	return api.ParseTime(s, now)
-}
-
-// writeAuditTable prints events as aligned columns; absent fields are "-".
-func writeAuditTable(w io.Writer, events []sdk.AuditEvent) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "AT\tKIND\tACTION\tRESULT\tREASON\tUSER\tIP\tDEVICE\tPHONE\tRULE\tRETRY\tLOCKED UNTIL\tKEY\tNOTE")
-	for _, ev := range events {
-		result, reason := opt(ev.Decision), opt(ev.Reason)
-		if ev.Kind == sdk.KindReport {
-			result = opt(ev.Outcome)
-		}
-		if ev.Degraded != nil && *ev.Degraded {
-			reason += " (degraded)"
-		}
-		if ev.DryRun != nil && *ev.DryRun {
-			reason += " (dry run)"
-		}
-		retry := "-"
-		if ev.RetryAfterMs != nil && *ev.RetryAfterMs > 0 {
-			retry = (time.Duration(*ev.RetryAfterMs) * time.Millisecond).String()
-		}
-		until := "-"
-		if ev.LockoutUntil != nil {
-			until = ev.LockoutUntil.UTC().Format("2006-01-02 15:04:05Z")
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			ev.At.UTC().Format("2006-01-02 15:04:05.000Z"), ev.Kind, opt(ev.Action), result, reason,
-			cell(opt(ev.User)), opt(ev.IP), cell(opt(ev.Device)), opt(ev.Phone), opt(ev.Rule), retry, until,
-			opt(ev.APIKey), cell(opt(ev.Note)))
-	}
-	if err := tw.Flush(); err != nil {
-		return fmt.Errorf("write table: %w", err)
-	}
-	if len(events) == 0 {
-		_, err := fmt.Fprintln(w, "(no events match)")
-		return err
-	}
-	return nil
-}
-
-func opt(s *string) string {
-	if s == nil || *s == "" {
-		return "-"
-	}
-	return *s
-}
-
-// cell keeps a caller-supplied value on one line and within a sane width,
-// so a hostile identifier cannot break or forge table rows.
-func cell(s string) string {
-	s = strconv.Quote(s)
-	s = s[1 : len(s)-1]
-	s = strings.ReplaceAll(s, "\t", " ")
-	if r := []rune(s); len(r) > 48 {
-		s = string(r[:45]) + "..."
-	}
-	return s
 }
 
 func firstNonEmpty(vals ...string) string {
