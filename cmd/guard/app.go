@@ -213,58 +213,14 @@ func (a *app) buildStore(ctx context.Context) error {
 // buildAudit sets up the audit trail: a bounded memory store without a
 // database, else Postgres with a batching, spooling writer.
 func (a *app) buildAudit(ctx context.Context, migrate bool) error {
-	if a.cfg.DatabaseURL == "" {
-		a.log.Warn("NO DATABASE CONFIGURED: the audit trail is kept in memory (at most " +
-			fmt.Sprint(audit.DefaultMemoryMax) + " events and " + fmt.Sprint(audit.DefaultMemoryMaxBytes>>20) +
-			" MiB, the oldest evicted) and lost on restart. " +
-			"Set GUARD_DATABASE_URL or database_url for production.")
-		if migrate {
-			a.log.Warn("--migrate ignored: no database URL")
-		}
-		mem := audit.NewMemoryStore(0)
-		a.audit = mem
-		w, err := newAuditWriter(a.log, a.cfg, mem, a.metrics, a.alerts, "")
-		if err != nil {
-			return err
-		}
-		a.recorder = w
-		return nil
-	}
-	if migrate {
-		v, dirty, err := audit.Migrate(ctx, a.cfg.DatabaseURL, audit.MigrateUp)
-		if err != nil {
-			return err
-		}
-		if dirty {
-			return fmt.Errorf("audit schema version %d is dirty: repair it, then run guard migrate up", v)
-		}
-		a.log.Info("audit schema migrated", "version", v)
-	}
 	pgcfg := a.cfg.Postgres
 	pgcfg.OnMaintain = a.onMaintain
-	pg, err := audit.OpenPostgres(ctx, a.log, audit.PostgresConfig{
-		URL:   a.cfg.DatabaseURL,
-		Store: pgcfg,
-	})
+	t, err := audit.OpenTrail(ctx, a.log, audit.TrailConfig{DatabaseURL: a.cfg.DatabaseURL, Migrate: migrate,
+		Postgres: pgcfg, Writer: a.cfg.Writer, Hooks: auditHooks(a.metrics, a.alerts, a.cfg.Writer.SpoolDir)})
 	if err != nil {
 		return errors.New(sanitize(err.Error(), a.cfg.DatabaseURL))
 	}
-	a.pg = pg
-	pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if err := pg.Ping(pingCtx); err != nil {
-		a.log.Error("Postgres does not answer at start; audit events are spooled until it does",
-			"err", err, "spool_dir", a.cfg.Writer.SpoolDir)
-		a.metrics.SetPostgresUp(false)
-	} else {
-		a.log.Info("Postgres audit trail ready", "database", redactURL(a.cfg.DatabaseURL))
-	}
-	a.audit = pg
-	w, err := newAuditWriter(a.log, a.cfg, pg, a.metrics, a.alerts, a.cfg.Writer.SpoolDir)
-	if err != nil {
-		return err
-	}
-	a.recorder = w
+	a.audit, a.recorder, a.pg = t.Store, t.Writer, t.PG
 	return nil
 }
 

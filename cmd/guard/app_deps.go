@@ -13,13 +13,10 @@ import (
 	"github.com/guardhq/guard/internal/notify"
 )
 
-// newAuditWriter starts the writer that moves events to store, its hooks
-// wired to metrics (and Postgres outages logged); spoolDir "" means no
-// spool (the memory store never goes down).
-func newAuditWriter(logger *slog.Logger, cfg *config.Config, store audit.Store, m *metrics.Metrics, alerts *alert.Notifier, spoolDir string) (*audit.Writer, error) {
-	wcfg := cfg.Writer
-	wcfg.SpoolDir = spoolDir
-	return audit.NewWriter(logger, wcfg, store, audit.WriterHooks{
+// auditHooks wire the audit writer to metrics and alerts (Postgres
+// outages, a full spool at spoolDir).
+func auditHooks(m *metrics.Metrics, alerts *alert.Notifier, spoolDir string) audit.WriterHooks {
+	return audit.WriterHooks{
 		OnWritten: m.AddAuditWritten,
 		OnDropped: m.AddAuditDropped,
 		OnStoreState: func(up bool, since time.Time, err error) {
@@ -37,7 +34,7 @@ func newAuditWriter(logger *slog.Logger, cfg *config.Config, store audit.Store, 
 				alerts.Up(alert.Spool, time.Now(), "")
 			}
 		},
-	})
+	}
 }
 
 // newNotifier starts the lockout notifier, its results and spool depth

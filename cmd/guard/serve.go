@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -56,7 +55,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
 	}
-	logger, err := newLogger(e.stderr, *logFormat, *logLevel)
+	logger, err := config.NewLogger(e.stderr, *logFormat, *logLevel)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -97,23 +96,6 @@ func runServe(ctx context.Context, e *env, args []string) error {
 
 func actionNames(cfg *config.Config) string {
 	return strings.Join(slices.Sorted(maps.Keys(cfg.Guard.Policy.Actions)), ",")
-}
-
-// newLogger builds the process logger on w (stderr).
-func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
-	}
-	opts := &slog.HandlerOptions{Level: lvl}
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	default:
-		return nil, fmt.Errorf("log format %q: want text or json", format)
-	}
 }
 
 // serve listens on the configured address and serves until ctx ends, then

@@ -74,3 +74,32 @@ func TestDecodeEveryFieldType(t *testing.T) {
 		t.Errorf("decoded %+v", f)
 	}
 }
+
+func TestNewLogger(t *testing.T) {
+	tests := []struct {
+		format, level, wantErr string
+	}{
+		{"text", "info", ""},
+		{"json", "debug", ""},
+		{"xml", "info", `log format "xml"`},
+		{"text", "loud", `log level "loud"`},
+	}
+	for _, tt := range tests {
+		var b strings.Builder
+		l, err := NewLogger(&b, tt.format, tt.level)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("NewLogger(%q, %q) = %v, want error %q", tt.format, tt.level, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("NewLogger(%q, %q): %v", tt.format, tt.level, err)
+		}
+		l.Debug("d")
+		l.Info("hello")
+		if got := b.String(); !strings.Contains(got, "hello") || (tt.level == "info") == strings.Contains(got, "DEBUG") {
+			t.Errorf("NewLogger(%q, %q) wrote %q", tt.format, tt.level, got)
+		}
+	}
+}
