@@ -4,6 +4,13 @@
 --
 -- Adding a nullable column without a default is a catalog change only: no
 -- existing row is rewritten, whatever the size of the trail.
+-- A running Guard's partition maintenance reads audit_events_default and
+-- then locks audit_events; this migration locks audit_events and then its
+-- partitions. Taking maintenance's advisory lock first (held until this
+-- file's implicit transaction ends) makes the two wait for each other
+-- instead of deadlocking, so `guard migrate up` beside a live Guard works.
+SELECT pg_advisory_xact_lock(hashtext('guard audit maintenance'));
+
 ALTER TABLE audit_events ADD COLUMN phone text;
 
 -- The phone filter is what an SMS pumping investigation runs (every send to

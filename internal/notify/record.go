@@ -29,9 +29,12 @@ type recordV1 struct {
 	User      *string `json:"u,omitempty"`
 	IP        *string `json:"ip,omitempty"`
 	Device    *string `json:"dev,omitempty"`
-	Level     int     `json:"lvl"`
-	UntilMs   int64   `json:"until,omitempty"`
-	Reason    string  `json:"why,omitempty"`
+	// Phone came after the first files were written: absent in those,
+	// which read as before (no phone).
+	Phone   *string `json:"ph,omitempty"`
+	Level   int     `json:"lvl"`
+	UntilMs int64   `json:"until,omitempty"`
+	Reason  string  `json:"why,omitempty"`
 	// EnqueuedMs is when Guard took the notification; MaxAge counts
 	// from it across restarts.
 	EnqueuedMs int64 `json:"enq"`
@@ -50,7 +53,7 @@ func encodeRecord(p *pending) ([]byte, error) {
 	e := &p.ev
 	r := recordV1{
 		ID: e.ID, Event: e.Event, AtMs: e.At.UnixMilli(), Instance: e.Instance, Ledger: e.Ledger,
-		Dimension: e.Dimension, User: e.User, IP: e.IP, Device: e.Device, Level: e.Level,
+		Dimension: e.Dimension, User: e.User, IP: e.IP, Device: e.Device, Phone: e.Phone, Level: e.Level,
 		Reason: e.Reason, EnqueuedMs: p.enqueued.UnixMilli(),
 	}
 	if !e.Until.IsZero() {
@@ -85,7 +88,7 @@ func decodeRecord(b []byte) (*pending, error) {
 	p := &pending{
 		ev: Event{
 			ID: r.ID, Event: r.Event, At: time.UnixMilli(r.AtMs).UTC(), Instance: r.Instance, Ledger: r.Ledger,
-			Dimension: r.Dimension, User: r.User, IP: r.IP, Device: r.Device, Level: r.Level, Reason: r.Reason,
+			Dimension: r.Dimension, User: r.User, IP: r.IP, Device: r.Device, Phone: r.Phone, Level: r.Level, Reason: r.Reason,
 		},
 		enqueued: time.UnixMilli(r.EnqueuedMs).UTC(),
 	}
