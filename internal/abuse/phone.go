@@ -1,6 +1,7 @@
 package abuse
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"unicode"
@@ -115,10 +116,16 @@ func parsePhone(raw, defaultRegion string, prefixDigits int) (phoneID, error) {
 	// libphonenumber takes spaces and no-break spaces between digits but
 	// not tabs or line breaks; any white space is a separator here.
 	n, err := phonenumbers.Parse(strings.Map(spaceToBlank, raw), defaultRegion)
-	if err != nil {
-		if defaultRegion == "" && !strings.ContainsAny(raw, "+＋") {
-			return bad("phone must be in international form (+ and the country code) unless phone.default_region is set")
-		}
+	switch {
+	case errors.Is(err, phonenumbers.ErrInvalidCountryCode) && defaultRegion == "" && !strings.ContainsAny(raw, "+＋"):
+		return bad("phone must be in international form (+ and the country code) unless phone.default_region is set")
+	case errors.Is(err, phonenumbers.ErrInvalidCountryCode):
+		return bad("phone has an unknown country calling code")
+	case errors.Is(err, phonenumbers.ErrTooShortNSN), errors.Is(err, phonenumbers.ErrTooShortAfterIDD):
+		return bad("phone is too short to be a phone number")
+	case errors.Is(err, phonenumbers.ErrNumTooLong):
+		return bad("phone is too long to be a phone number")
+	case err != nil:
 		return bad("phone is not a phone number")
 	}
 	// IsValidNumber is exactly these two calls; finding the region is
@@ -126,6 +133,14 @@ func parsePhone(raw, defaultRegion string, prefixDigits int) (phoneID, error) {
 	// it is done once.
 	region := phonenumbers.GetRegionCodeForNumber(n)
 	if region == "" || region == "ZZ" || !phonenumbers.IsValidNumberForRegion(n, region) {
+		switch phonenumbers.IsPossibleNumberWithReason(n) {
+		case phonenumbers.TOO_SHORT:
+			return bad("phone is too short for a number of its country")
+		case phonenumbers.TOO_LONG:
+			return bad("phone is too long for a number of its country")
+		case phonenumbers.INVALID_COUNTRY_CODE:
+			return bad("phone has an unknown country calling code")
+		}
 		return bad("phone is not a valid number (no such range in its country's numbering plan)")
 	}
 	e164 := phonenumbers.Format(n, phonenumbers.E164)

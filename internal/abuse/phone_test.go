@@ -68,6 +68,22 @@ func TestParsePhone(t *testing.T) {
 	}
 }
 
+func TestParsePhoneMessages(t *testing.T) {
+	tests := []struct{ raw, want string }{
+		{"+1 201 55", "too short"},
+		{"+4474001234567890", "too long"},
+		{"+1 999 555 0123", "no such range"},
+		{"07400 123456", "international form"},
+		{"call me", "not a phone number"},
+	}
+	for _, tt := range tests {
+		_, _, _, err := ParsePhone(tt.raw, "", DefaultPrefixDigits)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("ParsePhone(%q) = %v; want a message with %q", tt.raw, err, tt.want)
+		}
+	}
+}
+
 func TestPhoneConfigValidate(t *testing.T) {
 	tests := []struct {
 		name       string
