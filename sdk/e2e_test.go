@@ -105,6 +105,10 @@ func TestEndToEnd(t *testing.T) {
 	if _, err := checker.Lock(ctx, sdk.LockRequest{Dimension: "ip", IP: sdk.String(mallory.IP), Duration: time.Hour}); !errors.As(err, &e) || e.Status != 403 {
 		t.Errorf("lock with a check key: %v, want 403", err)
 	}
+	if l, err := admin.Lock(ctx, sdk.LockRequest{Dimension: "phone_country", PhoneCountry: sdk.String("GB"), Duration: time.Minute, Ledger: "auth"}); err != nil ||
+		len(l.Lockouts) != 1 || l.Lockouts[0].PhoneCountry == nil || *l.Lockouts[0].PhoneCountry != "GB" {
+		t.Errorf("lock of a country = %+v, %v", l, err)
+	}
 
 	// GET /v1/policy.
 	pol, err := admin.Policy(ctx)
@@ -147,14 +151,15 @@ func TestEndToEnd(t *testing.T) {
 	if n != 10 {
 		t.Errorf("ndjson export holds %d events; want 10", n)
 	}
-	waitForEvents(auditor, sdk.AuditFilter{Kind: sdk.KindAdmin}, 2)
+	waitForEvents(auditor, sdk.AuditFilter{Kind: sdk.KindAdmin}, 3)
 	var csv strings.Builder
 	if err := auditor.ExportAudit(ctx, sdk.AuditFilter{Kind: sdk.KindAdmin}, sdk.FormatCSV, &csv); err != nil {
 		t.Fatal(err)
 	}
-	// The unlock and the manual lock, newest first.
-	if lines := strings.Split(strings.TrimSpace(csv.String()), "\n"); len(lines) != 3 || !strings.Contains(lines[1], ",admin,lock,") ||
-		!strings.Contains(lines[2], ",admin,unlock,") || !strings.Contains(lines[2], "e2e") {
+	// The unlock and the two manual locks, newest first.
+	if lines := strings.Split(strings.TrimSpace(csv.String()), "\n"); len(lines) != 4 || !strings.Contains(lines[1], ",admin,lock,") ||
+		!strings.Contains(lines[1], ",GB,") || !strings.Contains(lines[2], ",admin,lock,") ||
+		!strings.Contains(lines[3], ",admin,unlock,") || !strings.Contains(lines[3], "e2e") {
 		t.Errorf("csv export of admin events = %q", csv.String())
 	}
 

@@ -15,6 +15,12 @@ type LockRequest struct {
 	User      *string `json:"user,omitempty"`
 	IP        *string `json:"ip,omitempty"`
 	Device    *string `json:"device,omitempty"`
+	Phone     *string `json:"phone,omitempty"`
+	// PhoneCountry ("GB") and PhonePrefix ("+447400") name a
+	// phone_country or phone_prefix key as listings show it, instead of
+	// a Phone in it.
+	PhoneCountry *string `json:"phone_country,omitempty"`
+	PhonePrefix  *string `json:"phone_prefix,omitempty"`
 	// Duration is how long the key stays locked, 1s to 30 days, in whole
 	// milliseconds.
 	Duration time.Duration `json:"-"`
