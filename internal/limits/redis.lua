@@ -91,12 +91,14 @@ local W = 6 -- bytes per stamp
 local function stamp(s, i) return (struct.unpack('>I6', s, (i - 1) * W + 1)) end
 
 -- first returns the 1-based index of the first stamp > edge in s (n+1 if
--- none), by binary search: stamps are ascending.
-local function first(s, n, edge)
+-- none), by binary search: stamps are ascending. Records are w bytes
+-- (default W, a log's bare stamps), each starting with its stamp.
+local function first(s, n, edge, w)
+  w = w or W
   local lo, hi = 1, n + 1
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
-    if stamp(s, mid) > edge then hi = mid else lo = mid + 1 end
+    if struct.unpack('>I6', s, (mid - 1) * w + 1) > edge then hi = mid else lo = mid + 1 end
   end
   return lo
 end
@@ -264,14 +266,7 @@ local function kinds()
   -- and an 8-byte value, ascending by stamp.
   local DW = 14
   local function dstamp(s, i) return (struct.unpack('>I6', s, (i - 1) * DW + 1)) end
-  local function dfirst(s, n, edge)
-    local lo, hi = 1, n + 1
-    while lo < hi do
-      local mid = math.floor((lo + hi) / 2)
-      if dstamp(s, mid) > edge then hi = mid else lo = mid + 1 end
-    end
-    return lo
-  end
+  local function dfirst(s, n, edge) return first(s, n, edge, DW) end
   -- dfind returns the index of the record holding value m among records
   -- from.., or 0: a plain find, kept only where it is a record's value.
   local function dfind(s, from, m)
