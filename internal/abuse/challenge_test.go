@@ -2,6 +2,7 @@ package abuse
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -185,4 +186,39 @@ func TestReserveWithCountDenials(t *testing.T) {
 		}
 		wantDecision(t, mustCheck(t, g, in), false, ReasonLockedOut)
 	})
+}
+
+// TestChallengeRuleKinds: a challenge rule of every kind challenges when
+// full, admits a passed challenge, and challenges the next attempt that
+// did not pass.
+func TestChallengeRuleKinds(t *testing.T) {
+	tests := []struct {
+		name string
+		rule Rule
+		in   func(i int) CheckInput
+	}{
+		{"counter", Rule{Dimension: DimIP, Algorithm: AlgCounter, Limit: 2, Window: time.Hour, OnLimit: OnLimitChallenge},
+			func(int) CheckInput { return CheckInput{Action: "signup", Subject: subj("", "203.0.113.7", "")} }},
+		{"bucket", Rule{Dimension: DimIP, Algorithm: AlgBucket, Limit: 2, Window: time.Hour, OnLimit: OnLimitChallenge},
+			func(int) CheckInput { return CheckInput{Action: "signup", Subject: subj("", "203.0.113.7", "")} }},
+		{"distinct", Rule{Dimension: DimIP, Distinct: DimUser, Limit: 2, Window: time.Hour, OnLimit: OnLimitChallenge},
+			func(i int) CheckInput {
+				return CheckInput{Action: "signup", Subject: subj(fmt.Sprint("user-", i), "203.0.113.7", "")}
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			eachBackend(t, func(t *testing.T, b *backend) {
+				g, _ := newGuard(t, b, Policy{Actions: map[string]Action{"signup": {Limits: []Rule{tt.rule}}}})
+				for i := range 2 {
+					wantDecision(t, mustCheck(t, g, tt.in(i)), true, ReasonOK)
+				}
+				wantDecision(t, mustCheck(t, g, tt.in(2)), false, ReasonChallenge)
+				passed := tt.in(2)
+				passed.ChallengePassed = true
+				wantDecision(t, mustCheck(t, g, passed), true, ReasonOK)
+				wantDecision(t, mustCheck(t, g, tt.in(3)), false, ReasonChallenge)
+			})
+		})
+	}
 }

@@ -31,6 +31,9 @@ func TestValidateRuleKinds(t *testing.T) {
 		{"counter on a failure rule", Action{Failures: []Rule{{Dimension: DimUser, Algorithm: AlgCounter, Limit: 5, Window: time.Hour}}, Lockout: ladder}, "failures", "algorithm", "always logs"},
 		{"log on a failure rule ok", Action{Failures: []Rule{{Dimension: DimUser, Algorithm: AlgLog, Limit: 5, Window: time.Hour}}, Lockout: ladder}, "", "", ""},
 		{"bucket on a distinct rule", Action{Limits: []Rule{{Dimension: DimIP, Distinct: DimUser, Algorithm: AlgBucket, Limit: 5, Window: time.Hour}}}, "limits", "algorithm", "does not apply"},
+		{"challenge on a counter ok", Action{Limits: []Rule{{Dimension: DimIP, Algorithm: AlgCounter, Limit: 5, Window: time.Hour, OnLimit: OnLimitChallenge}}}, "", "", ""},
+		{"challenge on a bucket ok", Action{Limits: []Rule{{Dimension: DimIP, Algorithm: AlgBucket, Limit: 5, Window: time.Hour, OnLimit: OnLimitChallenge}}}, "", "", ""},
+		{"challenge on a distinct rule ok", Action{Limits: []Rule{{Dimension: DimIP, Distinct: DimUser, Limit: 5, Window: time.Hour, OnLimit: OnLimitChallenge}}}, "", "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

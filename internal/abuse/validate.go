@@ -238,8 +238,6 @@ func validateRules(ps *problems, action string, nameOK bool, section, suffix str
 			r.OnLimit = OnLimitDeny
 		case r.OnLimit != OnLimitDeny && r.OnLimit != OnLimitChallenge:
 			fail(i, "on_limit", "on_limit must be deny or challenge, not %q", r.OnLimit)
-		case r.OnLimit == OnLimitChallenge && (r.Distinct != "" || r.Algorithm != "" && r.Algorithm != AlgLog):
-			fail(i, "on_limit", "on_limit: challenge applies to sliding-window log rules (no distinct, algorithm log)")
 		}
 		if r.Name == "" {
 			if !ok {

@@ -84,7 +84,6 @@ func TestParseRejectsV11(t *testing.T) {
 		{"on_limit on a failure rule", "actions:\n  login:\n    lockout: {ladder: [1m]}\n    failures:\n      - {dimension: user, limit: 3, window: 1m, on_limit: challenge}\n", nil, "", 5, "on_limit applies to limits only"},
 		{"reserve_failures without failures", "actions:\n  login:\n    limits: [{dimension: ip, limit: 1, window: 1m}]\n    reserve_failures: true\n", nil, "", 4, "reserve_failures needs failures"},
 		{"reserve_failures not a bool", "actions:\n  login:\n    limits: [{dimension: ip, limit: 1, window: 1m}]\n    reserve_failures: often\n", nil, "", 4, "true or false"},
-		{"challenge on a counter", rule + ", algorithm: counter, on_limit: challenge}\n", nil, "", 4, "on_limit: challenge applies to sliding-window log rules"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

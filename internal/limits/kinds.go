@@ -40,6 +40,14 @@ import (
 // values are; an allowed attempt adds or refreshes its value. As a failure
 // rule, the failure adds or refreshes its value, and L values are a strike
 // (the set is emptied). The key lives Keep after its newest member.
+//
+// # Challenges
+//
+// A rule with Passed (store.go) is allowed whatever its state and records
+// the attempt: a counter adds c (and may exceed L), a bucket spends c but
+// never below 0 tokens (bucketSpend), a distinct set adds or refreshes the
+// value and keeps at most L+1 values (distinctMost). The pass thus counts
+// against later attempts without one, and no state grows without bound.
 
 // Algorithm is how an attempt rule counts.
 type Algorithm uint8
@@ -115,7 +123,7 @@ func counterFits(est float64, cost, limit int) bool {
 func counterResult(rule *Rule, cost int, recorded bool, now, start, cur, prev int64) RuleResult {
 	w := rule.Window.Milliseconds()
 	est := counterAt(now, start, cur, prev, w)
-	fits := counterFits(est, cost, rule.Limit)
+	fits := counterFits(est, cost, rule.Limit) || rule.Passed
 	if recorded && fits {
 		cur += int64(cost)
 		est = counterAt(now, start, cur, prev, w)
@@ -159,9 +167,9 @@ func bucketAt(t int64, tokens float64, last int64, limit int, w int64) float64 {
 func bucketResult(rule *Rule, cost int, recorded bool, now int64, tokens float64, last int64) RuleResult {
 	w, limit := rule.Window.Milliseconds(), rule.Limit
 	level := bucketAt(now, tokens, last, limit, w)
-	fits := level >= float64(cost)
+	fits := level >= float64(cost) || rule.Passed
 	if recorded && fits {
-		tokens, last = level-float64(cost), now
+		tokens, last = bucketSpend(level, cost), now
 		level = tokens
 	}
 	rr := RuleResult{Allowed: fits, Remaining: max(int(math.Floor(level)), 0)}
@@ -187,12 +195,15 @@ func bucketResult(rule *Rule, cost int, recorded bool, now int64, tokens float64
 // (0: none).
 func distinctResult(rule *Rule, recorded bool, now int64, n int, present bool, oldest, other int64) RuleResult {
 	w := rule.Window.Milliseconds()
-	fits := present || n < rule.Limit
+	fits := present || n < rule.Limit || rule.Passed
 	rr := RuleResult{Allowed: fits, Count: n}
 	switch {
 	case recorded && fits:
 		if !present {
 			rr.Count++
+		}
+		if rule.Passed {
+			rr.Count = min(rr.Count, distinctMost(rule))
 		}
 		first := now
 		if other > 0 {
@@ -208,6 +219,21 @@ func distinctResult(rule *Rule, recorded bool, now int64, n int, present bool, o
 	}
 	return rr
 }
+
+// bucketSpend is a bucket's level after an admitted attempt spends cost
+// at level: never below 0, since a passed challenge (Rule.Passed) admits
+// an attempt the level does not cover, and a bucket in debt would be
+// stricter afterwards than without the pass.
+func bucketSpend(level float64, cost int) float64 { return max(level-float64(cost), 0) }
+
+// distinctMost is how many values a distinct set keeps after an attempt
+// that passed a challenge (Rule.Passed) adds one to a full set: the
+// newest Limit+1, the oldest beyond going. Whether a later attempt fits
+// depends only on the newest Limit values (fewer than Limit are in the
+// window once the Limit-th newest has left), so passed challenges cannot
+// grow the set without bound yet leave it exactly as strict for a new
+// value; a dropped old value is no longer admitted as present (stricter).
+func distinctMost(rule *Rule) int { return rule.Limit + 1 }
 
 // firstMs returns the smallest t in [lo, hi] for which ok holds, given
 // that ok is monotone (false, then true) and holds at hi.

@@ -53,8 +53,8 @@ func (s *MemoryStore) Check(ctx context.Context, req *CheckRequest) (CheckResult
 			fits := s.otherResult(r, req.Cost, false, now).Allowed
 			res.Rules[i].Allowed = fits
 			if !fits && !r.Shadow {
-				// Other kinds never challenge (abuse validates so).
-				res.Allowed, hard = false, true
+				res.Allowed = false
+				hard = hard || !r.Challenge
 			}
 			continue
 		}

@@ -103,6 +103,12 @@ func (s *MemoryStore) otherRecord(r *Rule, cost int, now int64) {
 	switch {
 	case r.Distinct != "":
 		s.see(r.Key, r.Distinct, memMs(r.Keep), memMs(r.Window), now)
+		if r.Passed {
+			o := s.shard(r.Key).others[r.Key]
+			if extra := len(o.set) - distinctMost(r); extra > 0 {
+				o.set = append(o.set[:0], o.set[extra:]...)
+			}
+		}
 	case r.Algorithm == AlgCounter:
 		start, cur, prev := s.counterState(r, now)
 		o := s.otherFor(r.Key, now)
@@ -117,7 +123,7 @@ func (s *MemoryStore) otherRecord(r *Rule, cost int, now int64) {
 		}
 		level := bucketAt(now, tokens, last, r.Limit, w)
 		o := s.otherFor(r.Key, now)
-		o.tokens, o.last = level-float64(cost), now
+		o.tokens, o.last = bucketSpend(level, cost), now
 		o.expires = now + keepMs(r.Keep, r.Window)
 	}
 }

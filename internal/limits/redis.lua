@@ -11,7 +11,7 @@
 --             denyFail, then per rule: limit window keep flags
 --             (1 shadow + 2 challenge + 4 passed),
 --             per lock:  spare-if-trusted (0/1),
---             nO, per other rule: kind limit window keep shadow member,
+--             nO, per other rule: kind limit window keep flags member,
 --             then reserve(0/1), and when 1: ttl, escalation
 --   report:   nL nT failure(0/1) trustTTL nC, escalation, per lock: spare,
 --             then nRec (0/1)
@@ -285,8 +285,9 @@ local function kinds()
   end
   -- setSee writes set s (key k) trimmed to (now-keep, now] with value m
   -- seen now (moved to the end, so stamps stay ascending even when TIME
-  -- steps back); it returns the stamp.
-  local function setSee(k, s, m, keep)
+  -- steps back); it returns the stamp. most, when given, keeps only the
+  -- newest most records (passed challenges, kinds.go distinctMost).
+  local function setSee(k, s, m, keep, most)
     local n = #s / DW
     local from = dfirst(s, n, now - keep)
     local at = now
@@ -299,6 +300,7 @@ local function kinds()
       out = string.sub(s, (from - 1) * DW + 1)
     end
     out = out .. struct.pack('>I6', at) .. m
+    if most and #out > most * DW then out = string.sub(out, #out - most * DW + 1) end
     raw[k] = out
     redis.call('SET', k, out, 'PX', keep)
     return at
@@ -323,11 +325,12 @@ local function kinds()
 
   function K.read(n)
     for i = 1, n do
-      local o = {key = key(), kind = '', limit = 0, window = 0, keep = 0, shadow = false, member = '',
-        fits = false, a = 0, b = 0, c = 0, d = 0, at = 0, s = false}
+      local o = {key = key(), kind = '', limit = 0, window = 0, keep = 0, shadow = false, challenge = false,
+        passed = false, member = '', fits = false, a = 0, b = 0, c = 0, d = 0, at = 0, s = false}
       o.kind = arg()
-      o.limit, o.window, o.keep = num(), num(), num()
-      o.shadow = arg() == '1'
+      local fl
+      o.limit, o.window, o.keep, fl = num(), num(), num(), num()
+      o.shadow, o.challenge, o.passed = fl % 2 == 1, math.floor(fl / 2) % 2 == 1, math.floor(fl / 4) % 2 == 1
       o.member = arg()
       others[i] = o
     end
@@ -341,10 +344,12 @@ local function kinds()
   end
 
   -- K.eval decides every other rule without writing; it reports false
-  -- when an enforced one denies. The estimates repeat kinds.go's operations
-  -- in the same order, so both compute the same doubles.
+  -- when an enforced one denies, and then whether one that does not
+  -- challenge does (hard). The estimates repeat kinds.go's operations in
+  -- the same order, so both compute the same doubles. A passed challenge
+  -- fits whatever the state.
   function K.eval(cost)
-    local ok = true
+    local ok, hard = true, false
     for _, o in ipairs(others) do
       local v = read(o.key)
       if o.kind == 'c' then
@@ -358,13 +363,13 @@ local function kinds()
         end
         local e = math.max(now - start, 0)
         local est = cur + prev * (w - e) / w
-        o.fits = est + cost <= o.limit
+        o.fits = est + cost <= o.limit or o.passed
         o.a, o.b, o.c = start, cur, prev
       elseif o.kind == 'b' then
         local tok, last = o.limit, 0
         if v then tok, last = struct.unpack('>dI6', v) end
         o.s = bucketLevel(tok, last, o.limit, o.window)
-        o.fits = o.s >= cost
+        o.fits = o.s >= cost or o.passed
         o.a, o.d = last, string.format('%.17g', tok)
       else
         local s = readSet(o.key)
@@ -379,13 +384,16 @@ local function kinds()
           other = 0
           if c > 1 then other = dstamp(s, from + 1) end
         end
-        o.fits = idx > 0 or c < o.limit
+        o.fits = idx > 0 or c < o.limit or o.passed
         o.a, o.c, o.d, o.s = c, oldest, other, s
         if idx > 0 then o.b = 1 end
       end
-      if not o.fits and not o.shadow then ok = false end
+      if not o.fits and not o.shadow then
+        ok = false
+        hard = hard or not o.challenge
+      end
     end
-    return ok
+    return ok, hard
   end
 
   -- K.record counts the allowed attempt in every other rule it fits.
@@ -396,10 +404,11 @@ local function kinds()
           redis.call('SET', o.key, struct.pack('>I6I4I4', o.a, o.b + cost, o.c), 'PX', 2 * o.keep)
           o.at = o.a
         elseif o.kind == 'b' then
-          redis.call('SET', o.key, struct.pack('>dI6', o.s - cost, now), 'PX', o.keep)
+          -- Never below 0 tokens (kinds.go bucketSpend).
+          redis.call('SET', o.key, struct.pack('>dI6', math.max(o.s - cost, 0), now), 'PX', o.keep)
           o.at = 1
         else
-          local at = setSee(o.key, o.s, o.member, o.keep)
+          local at = setSee(o.key, o.s, o.member, o.keep, o.passed and o.limit + 1 or nil)
           if o.b == 0 then o.at = at end
         end
       end
@@ -561,9 +570,10 @@ if op == 'check' then
     out[#out + 1] = oldest
     out[#out + 1] = kth
   end
-  -- Other rule kinds never challenge (abuse validates so): a denial
-  -- among them is hard.
-  if nO > 0 and not kinds().eval(cost) then allowed, hard = false, true end
+  if nO > 0 then
+    local ok, h = kinds().eval(cost)
+    if not ok then allowed, hard = false, hard or h end
+  end
   if allowed and not dry then
     local done = {}
     for i = 1, nR do

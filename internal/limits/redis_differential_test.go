@@ -137,7 +137,7 @@ func (g *diffGen) report(nonce string) ReportRequest {
 // compare equal exactly when they agree up to the clocks' offset.
 func diffCheck(res CheckResult, err error, other []RuleResult, tol time.Duration) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "err %v allowed %v locked %s struck %s rules", err != nil, res.Allowed, diffLock(res.Locked), diffStruck(res.Struck))
+	fmt.Fprintf(&b, "err %v allowed %v challenge %v locked %s struck %s rules", err != nil, res.Allowed, res.Challenge, diffLock(res.Locked), diffStruck(res.Struck))
 	for i, rr := range res.Rules {
 		if i < len(other) {
 			if d := rr.Reset - other[i].Reset; -tol <= d && d <= tol {

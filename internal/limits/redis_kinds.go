@@ -31,14 +31,14 @@ func kindKeep(r *Rule) int64 {
 }
 
 // otherArgs appends the group's other rules: their keys at the end of
-// KEYS, "nO, per rule: kind limit window keep shadow member" at the end of
+// KEYS, "nO, per rule: kind limit window keep flags member" at the end of
 // ARGV.
 func (g *callGroup) otherArgs(keys []string, args []any, rules []Rule) ([]string, []any) {
 	args = append(args, len(g.others))
 	for _, i := range g.others {
 		r := &rules[i]
 		keys = append(keys, r.Key)
-		args = append(args, kindCode(r), r.Limit, r.Window.Milliseconds(), kindKeep(r), redisBool(r.Shadow), r.Distinct)
+		args = append(args, kindCode(r), r.Limit, r.Window.Milliseconds(), kindKeep(r), ruleFlags(r), r.Distinct)
 	}
 	return keys, args
 }
@@ -111,9 +111,27 @@ func undoCalls(req *CheckRequest, groups []*callGroup, replies []checkReply) []*
 			r := &req.Rules[ri]
 			calls = append(calls, &pending{
 				keys: []string{r.Key},
-				args: []any{"undo", kindCode(r), req.Cost, at, r.Limit, r.Window.Milliseconds(), r.Distinct},
+				args: []any{"undo", kindCode(r), replies[gi].others[j].spent(r, req.Cost, replies[gi].now), at, r.Limit, r.Window.Milliseconds(), r.Distinct},
 			})
 		}
 	}
 	return calls
+}
+
+// spent is what the undo of rule r's share gives back: cost, but for a
+// bucket that a passed challenge spent below cost tokens (bucketSpend
+// clamps it at 0) only the level it held, so the undone bucket holds
+// what it held before, not more.
+func (o *otherReply) spent(r *Rule, cost int, now int64) any {
+	if kindCode(r) != "b" || !r.Passed {
+		return cost
+	}
+	tokens, err := strconv.ParseFloat(o.d, 64)
+	if err != nil {
+		return 0 // unreadable: give nothing back (stricter)
+	}
+	if level := bucketAt(now, tokens, o.a, r.Limit, r.Window.Milliseconds()); level < float64(cost) {
+		return level
+	}
+	return cost
 }

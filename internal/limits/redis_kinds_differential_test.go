@@ -13,8 +13,9 @@ import (
 
 // TestRedisMatchesMemoryKinds is TestRedisMatchesMemory for the rule kinds
 // of kinds.go: random sequences of checks that mix counters, buckets,
-// distinct sets and logs (with costs, shadow rules, dry runs and denial
-// failures into distinct failure sets) and of distinct failure reports, on
+// distinct sets and logs (with costs, shadow and challenge rules, passed
+// challenges, dry runs and denial failures into distinct failure sets) and
+// of distinct failure reports, on
 // a few keys per kind, must get the same answers from redis.lua and the
 // memory store. Windows are hours, so the clocks' offset only shifts
 // Reset and RetryAfter, which are compared within a tolerance.
@@ -63,6 +64,14 @@ func TestRedisMatchesMemoryKinds(t *testing.T) {
 type kindsGen struct{ diffGen }
 
 func (g *kindsGen) rule() Rule {
+	r := g.kind()
+	// Challenge rules of every kind, passed about half the time.
+	r.Challenge = g.r.IntN(3) == 0
+	r.Passed = r.Challenge && g.r.IntN(2) == 0
+	return r
+}
+
+func (g *kindsGen) kind() Rule {
 	n := g.r.IntN(2)
 	shadow := g.r.IntN(5) == 0
 	switch g.r.IntN(4) {
