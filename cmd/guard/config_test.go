@@ -21,19 +21,19 @@ func TestConfigCheck(t *testing.T) {
 		env        map[string]string
 		wantErr    string // "" for exit 0
 		wantStdout string
-		wantStderr []string
+		wantOutput []string // on stdout, after the file name is shortened
 	}{
 		{name: "valid", file: good, wantStdout: "ok (1 actions, 0 warnings)"},
 		{name: "problems", file: "actions:\n  login:\n    limits:\n      - {dimension: usr, limit: 0, window: 1m}\nlisten: nope\n",
-			wantErr: "3 problems", wantStderr: []string{"guard.yaml:4: ", `unknown dimension "usr"`, "limit must be between", "guard.yaml:5: listen"}},
+			wantErr: "3 problems", wantOutput: []string{"guard.yaml:4: ", `unknown dimension "usr"`, "limit must be between", "guard.yaml:5: listen"}},
 		{name: "warnings pass", file: strings.Replace(good, "limit: 50", "limit: 500", 1),
-			wantStdout: "1 warning", wantStderr: []string{"guard.yaml:9: warning: action login: 500 failures allowed per account", "NIST SP 800-63B"}},
+			wantStdout: "1 warning", wantOutput: []string{"guard.yaml:9: warning: action login: 500 failures allowed per account", "NIST SP 800-63B"}},
 		{name: "warnings fail with --strict", file: strings.Replace(good, "limit: 50", "limit: 500", 1), args: []string{"--strict"},
-			wantErr: "1 warning (--strict)", wantStderr: []string{"guard.yaml:9: warning:"}},
+			wantErr: "1 warning (--strict)", wantOutput: []string{"guard.yaml:9: warning:"}},
 		{name: "environment as serve reads it", file: good, env: map[string]string{"GUARD_DATABASE_URL": "mysql://x"},
-			wantErr: "1 problem", wantStderr: []string{"GUARD_DATABASE_URL: scheme must be one of postgres"}},
+			wantErr: "1 problem", wantOutput: []string{"GUARD_DATABASE_URL: scheme must be one of postgres"}},
 		{name: "serve's key secret rule", file: strings.Replace(good, "key_secret: check-secret-0123456789\n", "redis_url: redis://127.0.0.1:6379/0\n", 1),
-			wantErr: "1 problem", wantStderr: []string{"key_secret is required with a Redis URL"}},
+			wantErr: "1 problem", wantOutput: []string{"key_secret is required with a Redis URL"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,10 +53,10 @@ func TestConfigCheck(t *testing.T) {
 			if !strings.Contains(stdout.String(), tt.wantStdout) {
 				t.Errorf("stdout = %q, want it to contain %q", stdout.String(), tt.wantStdout)
 			}
-			got := strings.ReplaceAll(stderr.String(), path, "guard.yaml")
-			for _, w := range tt.wantStderr {
+			got := strings.ReplaceAll(stdout.String(), path, "guard.yaml")
+			for _, w := range tt.wantOutput {
 				if !strings.Contains(got, w) {
-					t.Errorf("stderr lacks %q:\n%s", w, got)
+					t.Errorf("stdout lacks %q:\n%s", w, got)
 				}
 			}
 		})

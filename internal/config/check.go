@@ -67,14 +67,16 @@ func Check(path string, env Env) (*Config, CheckResult) {
 	return cfg, res
 }
 
-// Print writes the problems and warnings to diag, one a line, and a one-line
-// verdict for a valid config to out.
-func (r CheckResult) Print(out, diag io.Writer) {
+// Print writes the problems and warnings to out, one a line, then a
+// one-line verdict for a valid config. Like a linter's findings they are
+// the command's output (stdout); the exit status and Err's one line (on
+// stderr) say whether Guard would start.
+func (r CheckResult) Print(out io.Writer) {
 	for _, p := range r.Problems {
-		fmt.Fprintln(diag, p)
+		fmt.Fprintln(out, p)
 	}
 	for _, w := range r.Warnings {
-		fmt.Fprintf(diag, "%s: warning: %s\n", w.Where, w.Msg)
+		fmt.Fprintf(out, "%s: warning: %s\n", w.Where, w.Msg)
 	}
 	if len(r.Problems) == 0 {
 		fmt.Fprintf(out, "%s: ok (%d actions, %s)\n", r.Name, r.Actions, plural(len(r.Warnings), "warning"))
