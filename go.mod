@@ -41,7 +41,6 @@ require (
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.2 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
-	github.com/nyaruka/phonenumbers v1.8.1 // indirect
 	github.com/pelletier/go-toml/v2 v2.2.4 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
@@ -60,7 +59,10 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-require github.com/guardhq/guard/sdk v0.0.0-00010101000000-000000000000
+require (
+	github.com/guardhq/guard/sdk v0.0.0-00010101000000-000000000000
+	github.com/nyaruka/phonenumbers v1.8.1
+)
 
 // The Go SDK is its own module (sdk/go.mod, standard library only) so
 // that importing it does not put the server's dependencies into a
