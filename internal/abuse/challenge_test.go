@@ -222,3 +222,45 @@ func TestChallengeRuleKinds(t *testing.T) {
 		})
 	}
 }
+
+// A distinct failure set takes no provisional failure: successes of
+// distinct users behind one address never lock it, and failures reported
+// after their checks strike once per crossing.
+func TestReserveLeavesDistinctSetsToReports(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		pol := Policy{Actions: map[string]Action{"login": {
+			Limits:          []Rule{{Dimension: DimIP, Limit: 100, Window: time.Hour}},
+			Failures:        []Rule{{Dimension: DimIP, Distinct: DimUser, Limit: 2, Window: time.Hour}},
+			Lockout:         Lockout{Ladder: []time.Duration{time.Minute, time.Hour}},
+			ReserveFailures: true,
+		}}}
+		g, _ := newGuard(t, b, pol)
+		const ip = "198.51.100.20"
+		for i := range 4 { // honest users behind one NAT, each signing in
+			user := fmt.Sprintf("u%d", i)
+			d := mustCheck(t, g, CheckInput{Action: "login", Subject: subj(user, ip, "")})
+			wantDecision(t, d, true, ReasonOK)
+			in := success("login", user, ip, "")
+			in.DecisionID = d.ID
+			mustReport(t, g, in)
+		}
+		// Two attackers' guesses, both checked before either is reported.
+		var ids []string
+		for _, user := range []string{"x0", "x1"} {
+			d := mustCheck(t, g, CheckInput{Action: "login", Subject: subj(user, ip, "")})
+			wantDecision(t, d, true, ReasonOK)
+			ids = append(ids, d.ID)
+		}
+		var levels []int
+		for i, user := range []string{"x0", "x1"} {
+			in := failure("login", user, ip, "")
+			in.DecisionID = ids[i]
+			if out := mustReport(t, g, in); out.Lockout != nil {
+				levels = append(levels, out.Lockout.Level)
+			}
+		}
+		if g, w := fmt.Sprint(levels), "[1]"; g != w {
+			t.Errorf("lockout levels seen by the reports = %s, want %s (one strike)", g, w)
+		}
+	})
+}

@@ -245,6 +245,7 @@ func (g *Guard) escalation(a *compiledAction, id *identity) limits.Escalation {
 			LockKey: g.keys.key(a.ledger.lockKind[r.dim], id, r.dim),
 			Indexes: g.keys.lockIndexes(id, r.dim),
 			Info:    g.keys.lockInfo(a.ledger.name, r.dim, id),
+			Name:    r.Name,
 		})
 		esc.Failures[len(esc.Failures)-1].Distinct = g.distinctValue(r, id)
 	}

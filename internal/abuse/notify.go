@@ -24,25 +24,16 @@ type Notifier interface {
 // notifyStrikes sends a lockout notification for each lock in struck, set
 // by a's failure rules for id (reported failures, denials counted with
 // count_denials, provisional failures reserved at check time). Its reason
-// is the name of the failure rule that struck: the store answers the
-// struck locks in the order of the escalation's rules, so each lock is
-// matched with the first rule not yet matched that strikes its key.
+// is the name of the failure rule that struck, which the store answers
+// (LockState.Rule): two rules may strike one lock key (an ip log and an ip
+// distinct set), so the key alone cannot tell them apart.
 func (g *Guard) notifyStrikes(a *compiledAction, id *identity, struck []limits.LockState, at time.Time) {
 	if g.cfg.Notifier == nil || len(struck) == 0 || !g.cfg.Notifier.Wants(sdk.NotificationLockout) {
 		return
 	}
-	used := make([]bool, len(a.failures))
 	for i := range struck {
 		st := &struck[i]
-		reason := ""
-		for j := range a.failures {
-			r := &a.failures[j]
-			if used[j] || !id.has(r.dim) || g.keys.key(a.ledger.lockKind[r.dim], id, r.dim) != st.Key {
-				continue
-			}
-			used[j], reason = true, r.Name
-			break
-		}
+		reason := st.Rule
 		info := g.lockoutInfo(st)
 		d, ok := parseDim(info.Dimension)
 		if !ok {

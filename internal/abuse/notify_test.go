@@ -231,3 +231,28 @@ func TestNotifyWants(t *testing.T) {
 		t.Errorf("unlock notifications = %v, want one per ledger dave was locked in", got)
 	}
 }
+
+// Two failure rules that lock one key (an ip log and an ip distinct set):
+// the notification names the rule that struck, not the first on that key.
+func TestNotifyStrikeNamesTheRuleSharingALockKey(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		pol := Policy{Actions: map[string]Action{"login": {
+			Failures: []Rule{
+				{Name: "spray", Dimension: DimIP, Distinct: DimUser, Limit: 5, Window: time.Hour},
+				{Name: "ipfails", Dimension: DimIP, Limit: 2, Window: time.Hour},
+			},
+			Lockout: Lockout{Ladder: []time.Duration{time.Minute, time.Hour}},
+		}}}
+		fn := &fakeNotifier{}
+		g, _ := newGuard(t, b, pol, withNotifier(fn))
+		mustReport(t, g, failure("login", "bob", "203.0.113.9", ""))
+		mustReport(t, g, failure("login", "bob", "203.0.113.9", ""))
+		var reasons []string
+		for _, n := range fn.take() {
+			reasons = append(reasons, n.Reason)
+		}
+		if g, w := fmt.Sprint(reasons), "[ipfails]"; g != w {
+			t.Errorf("strike reasons = %s, want %s", g, w)
+		}
+	})
+}

@@ -217,7 +217,9 @@ func (s *MemoryStore) strike(esc *Escalation, f *FailureRule, now int64) LockSta
 		info:       f.Info,
 		indexes:    f.Indexes,
 	}
-	return rec.state(f.LockKey)
+	st := rec.state(f.LockKey)
+	st.Rule = f.Name
+	return st
 }
 
 // lockRecord returns key's lock record if it still exists at now, dropping

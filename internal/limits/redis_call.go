@@ -479,6 +479,7 @@ func (r *checkReply) struckStates(failures []FailureRule) []LockState {
 			Since: time.UnixMilli(s.sinceMs),
 			Until: time.UnixMilli(s.untilMs),
 			Info:  f.Info,
+			Rule:  f.Name,
 		})
 	}
 	return out

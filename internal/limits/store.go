@@ -176,6 +176,9 @@ type FailureRule struct {
 	// identity the lock involves), so that listings by identity need no
 	// index that every decision shares. LockQuery.Index names one of them.
 	Indexes []string
+	// Name is the rule's name, opaque to the store: a strike of this rule
+	// answers it in LockState.Rule (never stored).
+	Name string
 	// Info is stored with the lock record when it strikes and returned by
 	// Lockouts (the caller keeps ledger, dimension and identifier hashes in
 	// it; never raw identifiers). At most 512 bytes.
@@ -266,6 +269,9 @@ type LockState struct {
 	Until time.Time
 	// Info is what the striking FailureRule carried.
 	Info string
+	// Rule is the striking FailureRule's Name in a CheckResult's or
+	// ReportResult's Struck; "" elsewhere (listings, active locks).
+	Rule string
 }
 
 // CheckResult is the outcome of Check.
