@@ -90,13 +90,6 @@ func newApp(ctx context.Context, logger *slog.Logger, cfg *config.Config, opts a
 		Load:  func() (*config.Config, error) { return cfg.Reread(opts.listen) },
 		Build: a.buildRuntime,
 		Alert: a.alerts.Event,
-		// The lockout notifier outlives runtimes: a reload swaps its
-		// settings (URL, secret, events, timeout; the spool stays).
-		OnApply: func(rt *reload.Runtime) {
-			if err := a.notifier.Update(rt.Config.Notify.Settings); err != nil {
-				logger.Error("lockout notification settings not reloaded; the previous ones stay", "err", err)
-			}
-		},
 	}, first)
 	if err != nil {
 		return a, err
@@ -145,6 +138,14 @@ func (a *app) buildRuntime(cfg *config.Config, prev *reload.Runtime) (*reload.Ru
 	})
 	if err != nil {
 		return nil, fmt.Errorf("build api: %w", err)
+	}
+	// The lockout notifier outlives runtimes: a reload swaps its settings
+	// (URL, secret, events, timeout) last, so settings it refuses reject
+	// the whole reload and nothing changes.
+	if prev != nil {
+		if err := a.notifier.Update(cfg.Notify.Settings); err != nil {
+			return nil, err
+		}
 	}
 	return &reload.Runtime{Config: cfg, Guard: g, Handler: h}, nil
 }

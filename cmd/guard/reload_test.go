@@ -112,3 +112,31 @@ func (w *logWatcher) count(msgPart string) int {
 	}
 	return n
 }
+
+// TestSIGHUPReloadsNotifications: a reload moves lockout notifications to
+// the new webhook_url (the spool stays); the old receiver gets no more.
+func TestSIGHUPReloadsNotifications(t *testing.T) {
+	first, second := newHookReceiver(t), newHookReceiver(t)
+	spool := t.TempDir()
+	p := startGuardProcess(t, notifyConfig(spool, first.srv.URL, ""), nil)
+	path := p.cmd.Args[3] // serve --config PATH
+	client := sdk.New(p.base, checkKey, sdk.WithTimeout(10*time.Second))
+	strike(t, client, "bob@example.com", "203.0.113.7")
+	if n := first.next(t, "first receiver's"); str(n.User) != "bob@example.com" {
+		t.Errorf("first receiver got %+v, want bob's lockout", n)
+	}
+	if err := os.WriteFile(path, []byte(notifyConfig(spool, second.srv.URL, "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatalf("send SIGHUP: %v", err)
+	}
+	waitUntil(t, 10*time.Second, "log config reloaded", func() bool { return p.log.count("config reloaded") >= 1 }, p)
+	strike(t, client, "carol@example.com", "203.0.113.8")
+	if n := second.next(t, "second receiver's"); str(n.User) != "carol@example.com" {
+		t.Errorf("second receiver got %+v, want carol's lockout", n)
+	}
+	if got := first.attemptCount(); got != 1 {
+		t.Errorf("first receiver got %d requests, want 1 (none after the reload)", got)
+	}
+}

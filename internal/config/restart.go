@@ -45,6 +45,8 @@ var restartSettings = []restartSetting{
 		return a.Writer.SpoolDir != b.Writer.SpoolDir || a.Writer.BatchSize != b.Writer.BatchSize || a.Writer.FlushInterval != b.Writer.FlushInterval
 	}, func(c, o *Config) { c.Writer = o.Writer }},
 	{"audit.retention", func(a, b *Config) bool { return a.Postgres.Retention != b.Postgres.Retention }, func(c, o *Config) { c.Postgres = o.Postgres }},
+	// The notifier's spool is opened once; its other settings reload.
+	{"notifications.spool_dir", func(a, b *Config) bool { return a.Notify.SpoolDir != b.Notify.SpoolDir }, func(c, o *Config) { c.Notify.SpoolDir = o.Notify.SpoolDir }},
 }
 
 // KeepRestartSettings makes c, a config re-read for a reload, keep the

@@ -51,10 +51,6 @@ type Config struct {
 	// Alert sends a one-off operator alert (alert.Notifier.Event);
 	// optional.
 	Alert func(event string, at time.Time, detail string)
-	// OnApply, if set, is called with each runtime a reload installs,
-	// after it serves: settings that live outside the runtime (lockout
-	// notifications) take the new config here.
-	OnApply func(rt *Runtime)
 	// Now is the clock of alerts; default time.Now.
 	Now func() time.Time
 }
@@ -150,9 +146,6 @@ func (r *Reloader) Reload() error {
 		note += "; kept until a restart: " + strings.Join(kept, ", ")
 	}
 	rt.Guard.RecordReload(note)
-	if r.cfg.OnApply != nil {
-		r.cfg.OnApply(rt)
-	}
 	return nil
 }
 
