@@ -264,3 +264,23 @@ func TestReserveLeavesDistinctSetsToReports(t *testing.T) {
 		}
 	})
 }
+
+// A cost that does not fit in what a challenge rule has left is a
+// challenge that names the rule with remaining 0, as the contract says.
+func TestChallengeWithCostShowsRemainingZero(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		pol := Policy{Actions: map[string]Action{"signup": {Limits: []Rule{
+			{Dimension: DimDevice, Limit: 5, Window: time.Hour, OnLimit: OnLimitChallenge},
+			{Dimension: DimIP, Limit: 50, Window: time.Hour},
+		}}}}
+		g, _ := newGuard(t, b, pol)
+		in := CheckInput{Action: "signup", Subject: subj("", "203.0.113.7", "d-1"), Cost: 4}
+		wantDecision(t, mustCheck(t, g, in), true, ReasonOK)
+		in.Cost = 2 // 4 used of 5: 2 does not fit
+		d := mustCheck(t, g, in)
+		wantDecision(t, d, false, ReasonChallenge)
+		if d.Limits[0].Rule != "signup/device" || d.Limits[0].Remaining != 0 || d.Limits[1].Remaining != 46 {
+			t.Errorf("limits = %+v; want signup/device remaining 0, signup/ip 46", d.Limits)
+		}
+	})
+}

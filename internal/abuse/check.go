@@ -145,6 +145,13 @@ func (g *Guard) Check(ctx context.Context, in CheckInput) (Decision, error) {
 		// rate limit: the caller may wait instead of challenging.
 		d.Challenge, d.Reason = true, ReasonChallenge
 		d.RetryAfter = rulesRetryAfter(req.Rules, res.Rules)
+		// The contract names the challenging rules with remaining 0, even
+		// when a cost above 1 is what does not fit in what is left.
+		for i, rr := range res.Rules {
+			if i < len(d.Limits) && !rr.Allowed && req.Rules[i].Challenge && !req.Rules[i].Shadow {
+				d.Limits[i].Remaining = 0
+			}
+		}
 	case !res.Allowed:
 		d.Reason = ReasonRateLimited
 		d.RetryAfter = rulesRetryAfter(req.Rules, res.Rules)
