@@ -222,6 +222,9 @@ func (a *app) buildAudit(ctx context.Context, migrate bool) error {
 		return errors.New(sanitize(err.Error(), a.cfg.DatabaseURL))
 	}
 	a.audit, a.recorder, a.pg = t.Store, t.Writer, t.PG
+	if !t.Up {
+		a.metrics.SetPostgresUp(false)
+	}
 	return nil
 }
 

@@ -29,6 +29,9 @@ type Trail struct {
 	Store  Store
 	Writer *Writer
 	PG     *PGStore
+	// Up is whether Postgres answered when the trail was opened (true in
+	// memory), for the health gauge until the first poll.
+	Up bool
 }
 
 // OpenTrail opens the audit trail that cfg names: the memory store without
@@ -52,7 +55,7 @@ func OpenTrail(ctx context.Context, logger *slog.Logger, cfg TrailConfig) (*Trai
 		if err != nil {
 			return nil, err
 		}
-		return &Trail{Store: mem, Writer: w}, nil
+		return &Trail{Store: mem, Writer: w, Up: true}, nil
 	}
 	if cfg.Migrate {
 		v, dirty, err := Migrate(ctx, cfg.DatabaseURL, MigrateUp)
@@ -70,7 +73,9 @@ func OpenTrail(ctx context.Context, logger *slog.Logger, cfg TrailConfig) (*Trai
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
+	up := true
 	if err := pg.Ping(pingCtx); err != nil {
+		up = false
 		logger.Error("Postgres does not answer at start; audit events are spooled until it does",
 			"err", err, "spool_dir", cfg.Writer.SpoolDir)
 	} else {
@@ -81,5 +86,5 @@ func OpenTrail(ctx context.Context, logger *slog.Logger, cfg TrailConfig) (*Trai
 		pg.Close()
 		return nil, err
 	}
-	return &Trail{Store: pg, Writer: w, PG: pg}, nil
+	return &Trail{Store: pg, Writer: w, PG: pg, Up: up}, nil
 }
