@@ -25,15 +25,16 @@ func newEndlessAudit() *endlessAudit {
 	a := &endlessAudit{ended: make(chan error, 100)}
 	a.stream = func(ctx context.Context, _ audit.Filter, fn func(audit.Event) error) error {
 		a.running.Add(1)
-		defer a.running.Add(-1)
 		e := audit.Event{ID: "01JDXYZABCDEFGHJKMNPQRSTVW", At: t0, Kind: audit.KindCheck, Action: "login",
 			Decision: "allow", Reason: "ok", User: strings.Repeat("u", 200), Instance: "guard-1"}
 		for {
-			if err := ctx.Err(); err != nil {
-				a.ended <- err
-				return err
+			err := ctx.Err()
+			if err == nil {
+				err = fn(e)
 			}
-			if err := fn(e); err != nil {
+			if err != nil {
+				// No longer running once ended is seen.
+				a.running.Add(-1)
 				a.ended <- err
 				return err
 			}
@@ -43,15 +44,26 @@ func newEndlessAudit() *endlessAudit {
 }
 
 // startExport opens an NDJSON export and reads its first bytes, so the
-// export is known to be running; the caller reads on or leaves it.
+// export is known to be running; the caller reads on or leaves it. A 503
+// is retried for a few seconds: a slot that an ended export frees is given
+// back when its handler returns, a moment after the store's export ended.
 func startExport(t *testing.T, srv *httptest.Server) *http.Response {
 	t.Helper()
-	req, _ := http.NewRequest("GET", srv.URL+"/v1/audit", nil)
-	req.Header.Set("Authorization", "Bearer "+keyAudit)
-	req.Header.Set("Accept", audit.ContentTypeNDJSON)
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
+	deadline := time.Now().Add(5 * time.Second)
+	var resp *http.Response
+	for {
+		req, _ := http.NewRequest("GET", srv.URL+"/v1/audit", nil)
+		req.Header.Set("Authorization", "Bearer "+keyAudit)
+		req.Header.Set("Accept", audit.ContentTypeNDJSON)
+		var err error
+		if resp, err = srv.Client().Do(req); err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			break
+		}
+		resp.Body.Close()
+		time.Sleep(10 * time.Millisecond)
 	}
 	t.Cleanup(func() { resp.Body.Close() })
 	if resp.StatusCode != 200 {
@@ -95,27 +107,7 @@ func TestExportConcurrencyCap(t *testing.T) {
 	}
 	first.Body.Close() // the client goes away: its export ends, its slot frees
 	waitEnded(t, a, 10*time.Second, "client gone")
-	// The slot is given back when the handler returns, just after the
-	// store's export ended: a new export gets it within moments.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		req, _ := http.NewRequest("GET", srv.URL+"/v1/audit", nil)
-		req.Header.Set("Authorization", "Bearer "+keyAudit)
-		req.Header.Set("Accept", audit.ContentTypeNDJSON)
-		resp, err := srv.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if resp.StatusCode == http.StatusOK {
-			resp.Body.Close()
-			return
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline) {
-			t.Fatalf("export after a slot freed: status %d, want 200 within 10s", resp.StatusCode)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	startExport(t, srv)
 }
 
 // The write deadline moves with progress: a client that keeps reading
