@@ -9,16 +9,8 @@ import (
 // confChallengeCases are the shared cases of challenge rules and
 // reservations (reserve_failures); runConformance runs them with the
 // others.
-func confChallengeCases() []struct {
-	name      string
-	fakeClock bool
-	run       func(t *testing.T, c *conf)
-} {
-	return []struct {
-		name      string
-		fakeClock bool
-		run       func(t *testing.T, c *conf)
-	}{
+func confChallengeCases() []confCase {
+	return []confCase{
 		{"Challenge", false, confChallenge},
 		{"ChallengeWithDenyRule", false, confChallengeWithDeny},
 		{"ChallengePassedCapsLog", false, confChallengePassedCaps},

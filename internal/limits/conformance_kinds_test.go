@@ -15,16 +15,8 @@ import (
 
 // confKindCases are the rule-kind cases; runConformance runs them with the
 // others.
-func confKindCases() []struct {
-	name      string
-	fakeClock bool
-	run       func(t *testing.T, c *conf)
-} {
-	return []struct {
-		name      string
-		fakeClock bool
-		run       func(t *testing.T, c *conf)
-	}{
+func confKindCases() []confCase {
+	return []confCase{
 		{"CounterFreshKey", false, confCounterFresh},
 		{"CounterExact", true, confCounterExact},
 		{"BucketBurstThenDeny", false, confBucketBurst},

@@ -9,16 +9,8 @@ import (
 
 // confManualCases are the conformance cases of Store.Lock (manual
 // lockouts); runConformance runs them with the others.
-func confManualCases() []struct {
-	name      string
-	fakeClock bool
-	run       func(t *testing.T, c *conf)
-} {
-	return []struct {
-		name      string
-		fakeClock bool
-		run       func(t *testing.T, c *conf)
-	}{
+func confManualCases() []confCase {
+	return []confCase{
 		{"ManualLock", false, confManualLock},
 		{"ManualLockKeepsLevel", false, confManualKeepsLevel},
 		{"ManualLockStrikeDuring", false, confManualStrikeDuring},

@@ -34,17 +34,21 @@ type storeHarness struct {
 	SlotTags bool
 }
 
+// confCase is one shared conformance case; fakeClock cases need a store
+// whose clock the test sets.
+type confCase struct {
+	name      string
+	fakeClock bool
+	run       func(t *testing.T, c *conf)
+}
+
 // runConformance runs the shared Store test suite against h. Every
 // expectation about time is derived from the Now the store reports, so the
 // suite is exact on a real clock too; only the cases that need to stand one
 // millisecond before or at an edge are limited to FakeClock.
 func runConformance(t *testing.T, h storeHarness) {
 	t.Helper()
-	cases := []struct {
-		name      string
-		fakeClock bool
-		run       func(t *testing.T, c *conf)
-	}{
+	cases := []confCase{
 		{"LimitThenDeny", false, confLimitThenDeny},
 		{"DeniedNotLogged", false, confDeniedNotLogged},
 		{"Cost", false, confCost},
