@@ -10,9 +10,9 @@
 # directory, so no other load shares their CPU, and then:
 #
 #   1. raw baselines with redis-benchmark at c=50: PING, and Guard's own
-#      script by EVALSHA with the keys and arguments of a 3-rule login
-#      check (ip, user, device; two lock records, a trust record), -P 1 and
-#      -P 16;
+#      script by EVALSHA with the keys and arguments Guard sends for the
+#      3-rule login check of step 3 (ip, user, device logs; 7 lock records,
+#      a trust record), -P 1 and -P 16;
 #   2. Redis bytes of one full 100-entry log (MEMORY USAGE);
 #   3. Guard's POST /v1/check over HTTP under wrk at c=50, audit on
 #      Postgres, every request a random user, IP and device;
@@ -103,10 +103,18 @@ db="postgres://postgres@127.0.0.1:$pgport/guard?sslmode=disable"
 # 1. Raw baselines.
 sha=$(rcli script load "$(cat internal/limits/redis.lua)")
 tag() { printf 'guard:v2:{%s__rand_int__}%s' "$1" "$2"; }
+# The keys and arguments Guard sends for the bench's login check (read off
+# MONITOR): 3 logs, the 2 struck lock records of its failure dimensions,
+# the manual-lockout records of the 5 dimensions present, the trust
+# record. Numbers are hexadecimal (redis.lua's num()): limit 1000000 =
+# f4240, windows 1 min, 15 min, 1 h.
 login_keys=("$(tag ip l:login/ip)" "$(tag u l:login/user)" "$(tag d l:login/device)"
-	"$(tag u k:auth:user)" "$(tag u k:auth:user+ip:x__rand_int__)" "$(tag u t:y__rand_int__)")
+	"$(tag u k:auth:user)" "$(tag u k:auth:user+ip:x__rand_int__)"
+	"$(tag u 'k:auth:user!m')" "$(tag ip 'k:auth:ip!m')" "$(tag d 'k:auth:device!m')"
+	"$(tag u 'k:auth:user+ip!m:x__rand_int__')" "$(tag u 'k:auth:user+device!m:y__rand_int__')"
+	"$(tag u t:y__rand_int__)")
 big=1000000
-login_args=(check 3 2 1 1 0 0 "$big" 60000 60000 0 "$big" 900000 900000 0 "$big" 3600000 3600000 0 1 0)
+login_args=(check 3 7 1 0 1 0 0 1000000 f4240 ea60 ea60 0 f4240 dbba0 dbba0 0 f4240 36ee80 36ee80 0 0)
 n=$((secs * 20000))
 rb() { redis-benchmark -p "$rport" -c "$conns" -n "$n" -r 1000000 --csv "$@" | tail -n 1 | tr -d '"' | cut -d, -f2; }
 log "redis-benchmark PING, c=$conns"
@@ -114,16 +122,16 @@ ping_p1=$(rb -P 1 -t ping_mbulk)
 log "redis-benchmark EVALSHA (3-rule login), c=$conns, -P 1 and -P 16"
 rcli config resetstat >/dev/null
 r0=$(cpu_ticks "$(redis_pid)")
-eval_p1=$(rb -P 1 evalsha "$sha" 6 "${login_keys[@]}" "${login_args[@]}")
+eval_p1=$(rb -P 1 evalsha "$sha" "${#login_keys[@]}" "${login_keys[@]}" "${login_args[@]}")
 r1=$(cpu_ticks "$(redis_pid)")
 eval_usec=$(evalsha_usec)
 eval_calls=$(evalsha_calls)
-eval_p16=$(rb -P 16 evalsha "$sha" 6 "${login_keys[@]}" "${login_args[@]}")
+eval_p16=$(rb -P 16 evalsha "$sha" "${#login_keys[@]}" "${login_keys[@]}" "${login_args[@]}")
 
 # 2. Bytes of one full 100-entry log, key as long as Guard's.
 fullkey="guard:v2:{0123456789abcdefghijklmn}l:login/user"
 for _ in $(seq 100); do
-	rcli evalsha "$sha" 1 "$fullkey" check 1 0 0 1 0 0 100 3600000 3600000 0 >/dev/null
+	rcli evalsha "$sha" 1 "$fullkey" check 1 0 0 0 1 0 0 "" 64 36ee80 36ee80 0 0 >/dev/null
 done
 full_bytes=$(rcli memory usage "$fullkey")
 rcli flushall >/dev/null

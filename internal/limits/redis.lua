@@ -4,27 +4,30 @@
 -- computes remaining, reset and retry-after from what this script returns.
 --
 -- Arguments are streams read in order (KEYS by key(), ARGV by arg()/num()),
--- so each section below names its fields instead of offsets.
+-- so each section below names its fields instead of offsets; a check's
+-- rules, fixed in size, are read by rule(i). Every number in ARGV is
+-- hexadecimal (see num()).
 --
 -- ARGV: op ("check", "report", "unlock" or "rollback"), then per op:
---   check:    nR nL nT cost dry(0/1) denyFail(0/1), escalation when
---             denyFail, then per rule: limit window keep flags
---             (1 shadow + 2 challenge + 4 passed),
---             per lock:  spare-if-trusted (0/1),
---             nO, per other rule: kind limit window keep flags member,
---             then reserve(0/1), and when 1: ttl, escalation
+--   check:    nR nL nT nO cost dry(0/1) denyFail(0/1), the spares (one
+--             '0'/'1' per lock: spared when the device is trusted), per
+--             rule: limit window keep flags (1 shadow + 2 challenge + 4
+--             passed), the escalation when denyFail, per other rule: kind
+--             limit window keep flags member, then reserve(0/1), and when
+--             1: ttl, escalation
 --   report:   nL nT failure(0/1) trustTTL nC, escalation, per lock: spare,
 --             then nRec (0/1)
 --   release:  nF
 --   unlock:   nL nC
 --   rollback: nK cost at
---   undo:     kind cost at limit window member (one other rule's share)
+--   undo:     kind cost at limit window member (one other rule's share;
+--             cost in decimal: a bucket's may be a fraction)
 --   escalation: nF decay nS, nS ladder steps, then per failure rule:
 --             limit window keep nX info member ('' for a log)
 -- KEYS, in the order the sections name them:
---   check:    nR rule logs, nL lock records, nT (0/1) trust record,
---             escalation keys, nO other rules' keys; when reserve:
---             record, escalation keys
+--   check:    nR rule logs, nL lock records, nT (0/1) trust record, nO
+--             other rules' keys (these four: the one MGET), escalation
+--             keys; when reserve: record, escalation keys
 --   report:   nL lock records, nT trust record, nC clear keys, escalation
 --             keys, nRec reservation records
 --   release:  record, nF failure logs
@@ -82,9 +85,11 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
+-- Every number in ARGV is hexadecimal: tonumber(s, 16) converts with
+-- strtoul, a tenth of the instructions of the decimal strtod.
 local ai, ki = 0, 0
 local function arg() ai = ai + 1 return ARGV[ai] end
-local function num() ai = ai + 1 return tonumber(ARGV[ai]) end
+local function num() ai = ai + 1 return tonumber(ARGV[ai], 16) end
 local function key() ki = ki + 1 return KEYS[ki] end
 
 local W = 6 -- bytes per stamp
@@ -103,20 +108,10 @@ local function first(s, n, edge, w)
   return lo
 end
 
--- raw caches every key read in this call: key -> value (false: absent).
--- A decision's reads are one MGET (prefetch); later reads of other keys
--- (a strike's lock record) are a GET each.
+-- raw caches the keys read in this call outside a check's one MGET:
+-- key -> value (false: absent). Reads of other keys (a strike's lock
+-- record) are a GET each.
 local raw = {}
-local function prefetch(keys)
-  local want = {}
-  for _, k in ipairs(keys) do
-    if raw[k] == nil then want[#want + 1] = k; raw[k] = false end
-  end
-  if #want > 0 then
-    local v = redis.call('MGET', unpack(want))
-    for i, k in ipairs(want) do raw[k] = v[i] end
-  end
-end
 local function read(k)
   local v = raw[k]
   if v == nil then
@@ -126,51 +121,46 @@ local function read(k)
   return v
 end
 
--- logs caches each log as this call sees it: key -> string ('' when absent).
-local logs = {}
-local function readLog(k)
-  local s = logs[k]
-  if s == nil then
-    s = read(k) or ''
-    if #s % W ~= 0 then error('guard: ' .. k .. ' is no log of 6-byte stamps') end
-    logs[k] = s
-  end
+local function checkLog(k, s)
+  if #s % W ~= 0 then error('guard: ' .. k .. ' is no log of 6-byte stamps') end
   return s
 end
 
--- append writes s trimmed to (now-keep, now] plus c stamps of now. A stamp
--- is never below the last one (Redis TIME may step back), so logs stay
--- sorted; that only ever counts an entry longer.
+-- logs caches each failure log as this call sees it: key -> string ('' when
+-- absent).
+local logs = {}
+
+-- append writes s trimmed to (now-keep, now] plus c stamps of now and
+-- returns the stamp. A stamp is never below the last one (Redis TIME may
+-- step back), so logs stay sorted; that only ever counts an entry longer.
 -- most, when given, keeps only the newest most stamps (passed challenges).
-local function append(k, s, c, keep, most)
+-- cache: keep the written log in logs.
+local function append(k, s, c, keep, most, cache)
+  local at, out = now, nil
   if s == '' then
-    local out = string.rep(struct.pack('>I6', now), c)
-    if most and #out > most * W then out = string.sub(out, #out - most * W + 1) end
-    logs[k] = out
-    redis.call('SET', k, out, 'PX', keep)
-    return now
+    out = string.rep(struct.pack('>I6', now), c)
+  else
+    local n = #s / W
+    local from = first(s, n, now - keep)
+    if n > 0 then at = math.max(now, stamp(s, n)) end
+    out = string.sub(s, (from - 1) * W + 1) .. string.rep(struct.pack('>I6', at), c)
   end
-  local n = #s / W
-  local from = first(s, n, now - keep)
-  local at = now
-  if n > 0 then at = math.max(now, stamp(s, n)) end
-  local out = string.sub(s, (from - 1) * W + 1) .. string.rep(struct.pack('>I6', at), c)
   if most and #out > most * W then out = string.sub(out, #out - most * W + 1) end
-  logs[k] = out
+  if cache then logs[k] = out end
   redis.call('SET', k, out, 'PX', keep)
   return at
 end
 
--- Lock records.
-local function readLock(k)
-  local v = read(k)
+-- Lock records: "level|since|until|last|info".
+local function parseLock(v)
   if not v then return nil end
   local level, since, untilMs, last, info = string.match(v, '^(%d+)|(%d+)|(%d+)|(%d+)|(.*)$')
   if not level then return nil end
   return {tonumber(level), tonumber(since), tonumber(untilMs), tonumber(last), info}
 end
+local function readLock(k) return parseLock(read(k)) end
 
-local locks = {} -- i -> {key, spare, record or false}
+local locks = {} -- report: i -> {key, spare, record or false}
 local nL, trustKey = 0, nil
 local trusted = nil
 local function isTrusted()
@@ -181,75 +171,168 @@ local function isTrusted()
   return trusted
 end
 
--- activeLock returns the active lock that ends last (first of equals) as
--- index, record; index 0 when none.
-local function activeLock()
-  local bi, br = 0, nil
-  for i = 1, nL do
-    local l = locks[i]
-    if not (l.spare and isTrusted()) then
-      if l.rec == 0 then l.rec = readLock(l.key) or false end
-      local r = l.rec
-      if r and r[3] > now and (bi == 0 or r[3] > br[3]) then bi, br = i, r end
-    end
-  end
-  return bi, br
-end
-
-local function readLocks()
-  -- rec: 0 until read, then the record or false.
-  for i = 1, nL do locks[i] = {key = key(), spare = false, rec = 0} end
-end
-local function readSpares()
-  for i = 1, nL do locks[i].spare = arg() == '1' end
-end
-
--- Escalation: read lazily, since most checks never fail.
 local esc = nil
-local function readEscalation()
-  local e = {fails = {}}
-  local nF = num()
-  e.decay = num()
-  local nS = num()
-  e.ladder = {}
-  for i = 1, nS do e.ladder[i] = num() end
-  for i = 1, nF do
-    local f = {limit = num(), window = num(), keep = num(), idx = {}, info = false, key = false, lock = false}
-    local nX = num()
-    f.info = arg()
-    f.member = arg() or ''
-    f.key, f.lock = key(), key()
-    for j = 1, nX do f.idx[j] = key() end
-    e.fails[i] = f
-  end
-  esc = e
-end
-
 local struck = {}
 
--- strike raises failure rule i's lock by one level and restarts it.
-local function strike(i, f)
-  local r = readLock(f.lock)
-  local level, last = 0, nil
-  if r then level, last = r[1], r[4] end
-  if last == nil or now - last >= esc.decay then level = 0 end
-  level = math.min(level + 1, #esc.ladder)
-  local untilMs = now + esc.ladder[level]
-  local rec = level .. '|' .. now .. '|' .. untilMs .. '|' .. now .. '|' .. f.info
-  redis.call('SET', f.lock, rec, 'PX', math.max(math.max(untilMs, now + esc.decay) - now, 1))
-  raw[f.lock] = rec
-  for _, l in ipairs(locks) do
-    if l.key == f.lock then l.rec = {level, now, untilMs, now, f.info} end
+-- The failure machinery (escalation, strikes, reservations, reports) is
+-- built on first use by slow(), like the rule kinds by kinds(): a check
+-- that neither fails nor reserves defines none of it (defining a function
+-- costs every call that runs the definition, docs/performance.md).
+local S = nil
+local kinds
+local function slow()
+  if S then return S end
+  S = {}
+
+  local function prefetch(keys)
+    local want = {}
+    for _, k in ipairs(keys) do
+      if raw[k] == nil then want[#want + 1] = k; raw[k] = false end
+    end
+    if #want > 0 then
+      local v = redis.call('MGET', unpack(want))
+      for i, k in ipairs(want) do raw[k] = v[i] end
+    end
   end
-  for _, x in ipairs(f.idx) do
-    redis.call('ZREMRANGEBYSCORE', x, '-inf', now)
-    redis.call('ZADD', x, untilMs, f.lock)
-    if redis.call('PTTL', x) < untilMs - now then redis.call('PEXPIRE', x, untilMs - now) end
+
+  local function readLog(k)
+    local s = logs[k]
+    if s == nil then
+      s = checkLog(k, read(k) or '')
+      logs[k] = s
+    end
+    return s
   end
-  struck[#struck + 1] = i
-  struck[#struck + 1] = level
-  struck[#struck + 1] = now
-  struck[#struck + 1] = untilMs
+
+  -- activeLock returns the active lock that ends last (first of equals)
+  -- as index, record; index 0 when none.
+  local function activeLock()
+    local bi, br = 0, nil
+    for i = 1, nL do
+      local l = locks[i]
+      if not (l.spare and isTrusted()) then
+        if l.rec == 0 then l.rec = readLock(l.key) or false end
+        local r = l.rec
+        if r and r[3] > now and (bi == 0 or r[3] > br[3]) then bi, br = i, r end
+      end
+    end
+    return bi, br
+  end
+
+  local function readLocks()
+    -- rec: 0 until read, then the record or false.
+    for i = 1, nL do locks[i] = {key = key(), spare = false, rec = 0} end
+  end
+  local function readSpares()
+    for i = 1, nL do locks[i].spare = arg() == '1' end
+  end
+
+  local function readEscalation()
+    local e = {fails = {}}
+    local nF = num()
+    e.decay = num()
+    local nS = num()
+    e.ladder = {}
+    for i = 1, nS do e.ladder[i] = num() end
+    for i = 1, nF do
+      local f = {limit = num(), window = num(), keep = num(), idx = {}, info = false, key = false, lock = false}
+      local nX = num()
+      f.info = arg()
+      f.member = arg() or ''
+      f.key, f.lock = key(), key()
+      for j = 1, nX do f.idx[j] = key() end
+      e.fails[i] = f
+    end
+    esc = e
+  end
+
+  -- strike raises failure rule i's lock by one level and restarts it.
+  local function strike(i, f)
+    local r = readLock(f.lock)
+    local level, last = 0, nil
+    if r then level, last = r[1], r[4] end
+    if last == nil or now - last >= esc.decay then level = 0 end
+    level = math.min(level + 1, #esc.ladder)
+    local untilMs = now + esc.ladder[level]
+    local rec = level .. '|' .. now .. '|' .. untilMs .. '|' .. now .. '|' .. f.info
+    redis.call('SET', f.lock, rec, 'PX', math.max(math.max(untilMs, now + esc.decay) - now, 1))
+    raw[f.lock] = rec
+    for _, l in ipairs(locks) do
+      if l.key == f.lock then l.rec = {level, now, untilMs, now, f.info} end
+    end
+    for _, x in ipairs(f.idx) do
+      redis.call('ZREMRANGEBYSCORE', x, '-inf', now)
+      redis.call('ZADD', x, untilMs, f.lock)
+      if redis.call('PTTL', x) < untilMs - now then redis.call('PEXPIRE', x, untilMs - now) end
+    end
+    struck[#struck + 1] = i
+    struck[#struck + 1] = level
+    struck[#struck + 1] = now
+    struck[#struck + 1] = untilMs
+  end
+
+  -- fail records one failure in every failure rule but the logs in skip (a
+  -- reservation's, which hold it already); a log that fills strikes. rec,
+  -- when given, collects key, stamp per log (stamp 0: it struck). A distinct
+  -- set takes the value again (refreshing it counts nothing twice) and is
+  -- never part of rec: a reservation leaves it as recorded.
+  local function fail(rec, skip)
+    for i, f in ipairs(esc.fails) do
+      if f.member ~= '' then
+        kinds().failDistinct(i, f)
+      elseif not (skip and skip[f.key]) then
+        local s = readLog(f.key)
+        local n = #s / W
+        local c = n - first(s, n, now - f.window) + 1
+        local at = 0
+        if c + 1 >= f.limit then
+          logs[f.key] = ''
+          redis.call('DEL', f.key)
+          strike(i, f)
+        else
+          at = append(f.key, s, 1, f.keep, nil, true)
+        end
+        if rec then
+          rec[#rec + 1] = f.key
+          rec[#rec + 1] = at
+        end
+      end
+    end
+  end
+
+  -- unlog takes back one stamp at from log k, if it is still there.
+  local function unlog(k, at)
+    local s = readLog(k)
+    local n = #s / W
+    for j = n, 1, -1 do
+      local v = stamp(s, j)
+      if v == at then
+        s = string.sub(s, 1, (j - 1) * W) .. string.sub(s, j * W + 1)
+        logs[k] = s
+        if s == '' then redis.call('DEL', k) else redis.call('SET', k, s, 'KEEPTTL') end
+        return
+      elseif v < at then
+        return
+      end
+    end
+  end
+
+  -- readRecord returns a reservation record as nil (none), 's' (settled)
+  -- or a table log key -> stamp (pending).
+  local function readRecord(k)
+    local v = redis.call('GET', k)
+    if not v then return nil end
+    if v == 's' then return 's' end
+    local held, key = {}, nil
+    for part in string.gmatch(v, '\n([^\n]*)') do
+      if key then held[key] = tonumber(part); key = nil else key = part end
+    end
+    return held
+  end
+
+  S.prefetch, S.readLog, S.activeLock, S.readLocks, S.readSpares = prefetch, readLog, activeLock, readLocks, readSpares
+  S.readEscalation, S.strike, S.fail, S.unlog, S.readRecord = readEscalation, strike, fail, unlog, readRecord
+  return S
 end
 
 -- Rules of other kinds (kinds.go): counters ('c'), buckets ('b') and
@@ -259,7 +342,7 @@ end
 -- function costs every call, see docs/performance.md).
 local others = {}
 local K = nil
-local function kinds()
+function kinds()
   if K then return K end
   K = {}
   -- Distinct sets (kinds.go): STRINGs of DW-byte records, a 6-byte stamp
@@ -317,15 +400,16 @@ local function kinds()
     if c >= f.limit then
       raw[f.key] = false
       redis.call('DEL', f.key)
-      strike(i, f)
+      slow().strike(i, f)
     else
       setSee(f.key, s, f.member, f.keep)
     end
   end
 
-  function K.read(n)
+  -- K.read reads n other rules, their keys KEYS[base+1..base+n].
+  function K.read(n, base)
     for i = 1, n do
-      local o = {key = key(), kind = '', limit = 0, window = 0, keep = 0, shadow = false, challenge = false,
+      local o = {key = KEYS[base + i], kind = '', limit = 0, window = 0, keep = 0, shadow = false, challenge = false,
         passed = false, member = '', fits = false, a = 0, b = 0, c = 0, d = 0, at = 0, s = false}
       o.kind = arg()
       local fl
@@ -429,65 +513,6 @@ local function kinds()
   return K
 end
 
--- fail records one failure in every failure rule but the logs in skip (a
--- reservation's, which hold it already); a log that fills strikes. rec,
--- when given, collects key, stamp per log (stamp 0: it struck). A distinct
--- set takes the value again (refreshing it counts nothing twice) and is
--- never part of rec: a reservation leaves it as recorded.
-local function fail(rec, skip)
-  for i, f in ipairs(esc.fails) do
-    if f.member ~= '' then
-      kinds().failDistinct(i, f)
-    elseif not (skip and skip[f.key]) then
-      local s = readLog(f.key)
-      local n = #s / W
-      local c = n - first(s, n, now - f.window) + 1
-      local at = 0
-      if c + 1 >= f.limit then
-        logs[f.key] = ''
-        redis.call('DEL', f.key)
-        strike(i, f)
-      else
-        at = append(f.key, s, 1, f.keep)
-      end
-      if rec then
-        rec[#rec + 1] = f.key
-        rec[#rec + 1] = at
-      end
-    end
-  end
-end
-
--- unlog takes back one stamp at from log k, if it is still there.
-local function unlog(k, at)
-  local s = readLog(k)
-  local n = #s / W
-  for j = n, 1, -1 do
-    local v = stamp(s, j)
-    if v == at then
-      s = string.sub(s, 1, (j - 1) * W) .. string.sub(s, j * W + 1)
-      logs[k] = s
-      if s == '' then redis.call('DEL', k) else redis.call('SET', k, s, 'KEEPTTL') end
-      return
-    elseif v < at then
-      return
-    end
-  end
-end
-
--- readRecord returns a reservation record as nil (none), 's' (settled)
--- or a table log key -> stamp (pending).
-local function readRecord(k)
-  local v = redis.call('GET', k)
-  if not v then return nil end
-  if v == 's' then return 's' end
-  local held, key = {}, nil
-  for part in string.gmatch(v, '\n([^\n]*)') do
-    if key then held[key] = tonumber(part); key = nil else key = part end
-  end
-  return held
-end
-
 local function finish(out, li, lr)
   if lr then
     out[3], out[4], out[5], out[6], out[7] = li, lr[1], lr[2], lr[3], lr[5]
@@ -500,70 +525,79 @@ end
 local op = arg()
 
 if op == 'check' then
-  local nR = num()
-  nL = num()
-  local nT, cost, dry, denyFail = num(), num(), arg() == '1', arg() == '1'
-  local rules = {}
-  -- Tables are built with every field they will hold: growing one field
-  -- at a time rehashes it each time, which costs more than the work.
-  for i = 1, nR do
-    rules[i] = {key = key(), limit = 0, window = 0, keep = 0, shadow = false, challenge = false, passed = false, fits = false, at = 0}
+  local nR, nL, nT, nO, cost = num(), num(), num(), num(), num()
+  local dry, denyFail = arg() == '1', arg() == '1'
+  local spares = arg()
+  -- rule(i) returns log rule i's limit, window, keep and flags (1 shadow
+  -- + 2 challenge + 4 passed).
+  local rb = ai
+  local function rule(i)
+    local b = rb + 4 * (i - 1)
+    return tonumber(ARGV[b + 1], 16), tonumber(ARGV[b + 2], 16), tonumber(ARGV[b + 3], 16), tonumber(ARGV[b + 4], 16)
   end
-  readLocks()
-  if nT == 1 then trustKey = key() end
-  if denyFail then readEscalation() end
-  for i = 1, nR do
-    local r = rules[i]
-    local fl
-    r.limit, r.window, r.keep, fl = num(), num(), num(), num()
-    r.shadow, r.challenge, r.passed = fl % 2 == 1, math.floor(fl / 2) % 2 == 1, math.floor(fl / 4) % 2 == 1
-  end
-  readSpares()
-  -- Callers that predate the rule kinds (scripts/bench.sh) send no nO.
-  local nO = num() or 0
-  if nO > 0 then kinds().read(nO) end
+  ai = ai + 4 * nR
+  -- KEYS: rules, locks, trust, others (read by one MGET), then the
+  -- escalation's and the reservation's keys.
+  local nPre = nR + nL + nT + nO
+  ki = nPre
+  if denyFail then slow().readEscalation() end
+  if nO > 0 then kinds().read(nO, nR + nL + nT) end
   local escDeny, escRes, rk, rttl = esc, nil, nil, 0
   if arg() == '1' then
     rttl = num()
     rk = key()
-    readEscalation()
+    slow().readEscalation()
     escRes = esc
     esc = escDeny
   end
 
-  local pre = {}
-  for i = 1, nR do pre[i] = rules[i].key end
-  for i = 1, nL do pre[#pre + 1] = locks[i].key end
-  if trustKey then pre[#pre + 1] = trustKey end
-  for _, o in ipairs(others) do pre[#pre + 1] = o.key end
+  local v = {}
+  if nPre > 0 then v = redis.call('MGET', unpack(KEYS, 1, nPre)) end
+  if nT == 1 then
+    trustKey = KEYS[nR + nL + 1]
+    raw[trustKey] = v[nR + nL + 1]
+  end
+  for i = nR + nL + nT + 1, nPre do raw[KEYS[i]] = v[i] end
   if escRes then
+    local pre = {}
     for _, f in ipairs(escRes.fails) do
       pre[#pre + 1] = f.key
       pre[#pre + 1] = f.lock
     end
+    slow().prefetch(pre)
   end
-  prefetch(pre)
 
-  local li, lr = activeLock()
+  -- The active lock that ends last (first of equals); a spare one counts
+  -- unless the device is trusted.
+  local li, lr = 0, nil
+  for j = 1, nL do
+    local lv = v[nR + j]
+    if lv and not (string.byte(spares, j) == 49 and isTrusted()) then
+      local r = parseLock(lv)
+      if r and r[3] > now and (li == 0 or r[3] > lr[3]) then li, lr = j, r end
+    end
+  end
   local allowed = li == 0
   -- hard: an enforced rule that does not challenge denies.
   local hard = false
   local out = {now, 0, 0, 0, 0, 0, '', nR}
+  local fit = {}
   for i = 1, nR do
-    local r = rules[i]
-    local s = readLog(r.key)
+    local limit, window, _, fl = rule(i)
+    local s = checkLog(KEYS[i], v[i] or '')
     local n = #s / W
-    local from = first(s, n, now - r.window)
+    local from = first(s, n, now - window)
     local c = n - from + 1
     local oldest, kth = 0, 0
     if c > 0 then oldest = stamp(s, from) end
-    r.fits = c + cost <= r.limit or r.passed
-    if not r.fits then
-      local k = math.min(c + cost - r.limit, c)
+    local fits = c + cost <= limit or fl >= 4
+    fit[i] = fits
+    if not fits then
+      local k = math.min(c + cost - limit, c)
       if k > 0 then kth = stamp(s, from + k - 1) end
-      if not r.shadow then
+      if fl % 2 == 0 then
         allowed = false
-        hard = hard or not r.challenge
+        hard = hard or math.floor(fl / 2) % 2 == 0
       end
     end
     out[#out + 1] = c
@@ -574,41 +608,45 @@ if op == 'check' then
     local ok, h = kinds().eval(cost)
     if not ok then allowed, hard = false, hard or h end
   end
+  local at = {}
   if allowed and not dry then
-    local done = {}
     for i = 1, nR do
-      local r = rules[i]
       -- A log that several rules name receives the attempt once.
-      if r.fits and not done[r.key] then
-        done[r.key] = true
-        r.at = append(r.key, logs[r.key], cost, r.keep, r.passed and r.limit + cost or nil)
+      local once = fit[i]
+      for j = 1, i - 1 do
+        if once and fit[j] and KEYS[j] == KEYS[i] then once = false end
+      end
+      if once then
+        local limit, _, keep, fl = rule(i)
+        at[i] = append(KEYS[i], v[i] or '', cost, keep, fl >= 4 and limit + cost or nil)
       end
     end
+    if nO > 0 then kinds().record(cost) end
   end
-  if allowed and not dry and nO > 0 then kinds().record(cost) end
-  for i = 1, nR do out[#out + 1] = rules[i].at or 0 end
+  for i = 1, nR do out[#out + 1] = at[i] or 0 end
   if nO > 0 then kinds().reply(out) else out[#out + 1] = 0 end
   out[2] = allowed and 1 or 0
   -- A denial only by challenge rules is a challenge: no failure.
-  if li == 0 and not allowed and not dry and denyFail and hard then fail() end
+  if li == 0 and not allowed and not dry and denyFail and hard then slow().fail() end
   if allowed and not dry and escRes and #escRes.fails > 0 then
     esc = escRes
     local rec = {'p'}
-    fail(rec)
+    slow().fail(rec)
     redis.call('SET', rk, table.concat(rec, '\n'), 'PX', rttl)
   end
   return finish(out, li, lr)
 end
 
 if op == 'report' then
+  local X = slow()
   nL = num()
   local nT, failure, ttl, nC = num(), arg() == '1', num(), num()
-  readLocks()
+  X.readLocks()
   if nT == 1 then trustKey = key() end
   local clear = {}
   for i = 1, nC do clear[i] = key() end
-  readEscalation()
-  readSpares()
+  X.readEscalation()
+  X.readSpares()
   local rk = nil
   if num() == 1 then rk = key() end
   local pre = {}
@@ -620,19 +658,19 @@ if op == 'report' then
       pre[#pre + 1] = f.lock
     end
   end
-  prefetch(pre)
+  X.prefetch(pre)
   -- A reservation record settles once: pending (a table) keeps or takes
   -- back its entries, settled ('s') makes this report change nothing.
-  local held = rk and readRecord(rk)
+  local held = rk and X.readRecord(rk)
   if held == 's' then
     -- settled before
   elseif failure then
-    fail(nil, held)
+    X.fail(nil, held)
   else
     if held then
       for _, f in ipairs(esc.fails) do
         local at = held[f.key]
-        if at and at > 0 then unlog(f.key, at) end
+        if at and at > 0 then X.unlog(f.key, at) end
       end
     end
     for i = 1, nC do redis.call('DEL', clear[i]) end
@@ -642,7 +680,7 @@ if op == 'report' then
     end
   end
   if held and held ~= 's' then redis.call('SET', rk, 's', 'KEEPTTL') end
-  local li, lr = activeLock()
+  local li, lr = X.activeLock()
   return finish({now, 0, 0, 0, 0, 0, '', 0}, li, lr)
 end
 
@@ -696,7 +734,7 @@ end
 if op == 'undo' then
   -- Takes back what one counter, bucket or distinct rule recorded for a
   -- Cluster decision that another slot denied (see the reply's at).
-  local kind, cost, at, limit, w, m = arg(), num(), num(), num(), num(), arg()
+  local kind, cost, at, limit, w, m = arg(), tonumber(arg()), num(), num(), num(), arg()
   local k = key()
   local v = redis.call('GET', k)
   if not v then return {now} end
@@ -730,10 +768,11 @@ if op == 'release' then
   -- (a strike it made stays: stricter, never looser).
   local nF = num()
   local rk = key()
-  local held = readRecord(rk)
+  local X = slow()
+  local held = X.readRecord(rk)
   for i = 1, nF do
     local k = key()
-    if type(held) == 'table' and held[k] and held[k] > 0 then unlog(k, held[k]) end
+    if type(held) == 'table' and held[k] and held[k] > 0 then X.unlog(k, held[k]) end
   end
   redis.call('DEL', rk)
   return {now}

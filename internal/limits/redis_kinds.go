@@ -30,17 +30,15 @@ func kindKeep(r *Rule) int64 {
 	return keepMs(r.Keep, r.Window)
 }
 
-// otherArgs appends the group's other rules: their keys at the end of
-// KEYS, "nO, per rule: kind limit window keep flags member" at the end of
-// ARGV.
-func (g *callGroup) otherArgs(keys []string, args []any, rules []Rule) ([]string, []any) {
-	args = append(args, len(g.others))
+// otherArgs appends the group's other rules' section, "per rule: kind
+// limit window keep flags member" (their keys follow the check's trust
+// record in KEYS, their count is in its header).
+func (g *callGroup) otherArgs(args []any, rules []Rule) []any {
 	for _, i := range g.others {
 		r := &rules[i]
-		keys = append(keys, r.Key)
-		args = append(args, kindCode(r), r.Limit, r.Window.Milliseconds(), kindKeep(r), ruleFlags(r), r.Distinct)
+		args = append(args, kindCode(r), hx(r.Limit), hx(r.Window.Milliseconds()), hx(kindKeep(r)), hx(ruleFlags(r)), r.Distinct)
 	}
-	return keys, args
+	return args
 }
 
 // otherReply is what redis.lua saw of one other rule before the attempt
@@ -111,7 +109,7 @@ func undoCalls(req *CheckRequest, groups []*callGroup, replies []checkReply) []*
 			r := &req.Rules[ri]
 			calls = append(calls, &pending{
 				keys: []string{r.Key},
-				args: []any{"undo", kindCode(r), replies[gi].others[j].spent(r, req.Cost, replies[gi].now), at, r.Limit, r.Window.Milliseconds(), r.Distinct},
+				args: []any{"undo", kindCode(r), replies[gi].others[j].spent(r, req.Cost, replies[gi].now), hx(at), hx(r.Limit), hx(r.Window.Milliseconds()), r.Distinct},
 			})
 		}
 	}
@@ -121,17 +119,18 @@ func undoCalls(req *CheckRequest, groups []*callGroup, replies []checkReply) []*
 // spent is what the undo of rule r's share gives back: cost, but for a
 // bucket that a passed challenge spent below cost tokens (bucketSpend
 // clamps it at 0) only the level it held, so the undone bucket holds
-// what it held before, not more.
-func (o *otherReply) spent(r *Rule, cost int, now int64) any {
+// what it held before, not more. It is the one decimal number among the
+// script's arguments, since that level may be a fraction.
+func (o *otherReply) spent(r *Rule, cost int, now int64) string {
 	if kindCode(r) != "b" || !r.Passed {
-		return cost
+		return strconv.Itoa(cost)
 	}
 	tokens, err := strconv.ParseFloat(o.d, 64)
 	if err != nil {
-		return 0 // unreadable: give nothing back (stricter)
+		return "0" // unreadable: give nothing back (stricter)
 	}
 	if level := bucketAt(now, tokens, o.a, r.Limit, r.Window.Milliseconds()); level < float64(cost) {
-		return level
+		return strconv.FormatFloat(level, 'g', -1, 64)
 	}
-	return cost
+	return strconv.Itoa(cost)
 }
