@@ -106,15 +106,15 @@ tag() { printf 'guard:v2:{%s__rand_int__}%s' "$1" "$2"; }
 # The keys and arguments Guard sends for the bench's login check (read off
 # MONITOR): 3 logs, the 2 struck lock records of its failure dimensions,
 # the manual-lockout records of the 5 dimensions present, the trust
-# record. Numbers are hexadecimal (redis.lua's num()): limit 1000000 =
-# f4240, windows 1 min, 15 min, 1 h.
+# record. Numbers are hexadecimal (redis.lua's num()), the rules' keeps
+# decimal: limit 1000000 = f4240, windows 1 min, 15 min, 1 h.
 login_keys=("$(tag ip l:login/ip)" "$(tag u l:login/user)" "$(tag d l:login/device)"
 	"$(tag u k:auth:user)" "$(tag u k:auth:user+ip:x__rand_int__)"
 	"$(tag u 'k:auth:user!m')" "$(tag ip 'k:auth:ip!m')" "$(tag d 'k:auth:device!m')"
 	"$(tag u 'k:auth:user+ip!m:x__rand_int__')" "$(tag u 'k:auth:user+device!m:y__rand_int__')"
 	"$(tag u t:y__rand_int__)")
 big=1000000
-login_args=(check 3 7 1 0 1 0 0 1000000 f4240 ea60 ea60 0 f4240 dbba0 dbba0 0 f4240 36ee80 36ee80 0 0)
+login_args=(check 3 7 1 0 1 0 0 1 f4240 ea60 60000 0 f4240 dbba0 900000 0 f4240 36ee80 3600000 0 0)
 n=$((secs * 20000))
 rb() { redis-benchmark -p "$rport" -c "$conns" -n "$n" -r 1000000 --csv "$@" | tail -n 1 | tr -d '"' | cut -d, -f2; }
 log "redis-benchmark PING, c=$conns"
@@ -131,7 +131,7 @@ eval_p16=$(rb -P 16 evalsha "$sha" "${#login_keys[@]}" "${login_keys[@]}" "${log
 # 2. Bytes of one full 100-entry log, key as long as Guard's.
 fullkey="guard:v2:{0123456789abcdefghijklmn}l:login/user"
 for _ in $(seq 100); do
-	rcli evalsha "$sha" 1 "$fullkey" check 1 0 0 0 1 0 0 "" 64 36ee80 36ee80 0 0 >/dev/null
+	rcli evalsha "$sha" 1 "$fullkey" check 1 0 0 0 1 0 0 0 64 36ee80 3600000 0 0 >/dev/null
 done
 full_bytes=$(rcli memory usage "$fullkey")
 rcli flushall >/dev/null

@@ -5,14 +5,16 @@
 --
 -- Arguments are streams read in order (KEYS by key(), ARGV by arg()/num()),
 -- so each section below names its fields instead of offsets; a check's
--- rules, fixed in size, are read by rule(i). Every number in ARGV is
--- hexadecimal (see num()).
+-- rules, fixed in size, are read by index. Every number in ARGV is
+-- hexadecimal (see num()) but a check rule's keep, which is decimal: the
+-- script passes it on as SET's PX unconverted (a Lua number would be
+-- formatted by printf there).
 --
 -- ARGV: op ("check", "report", "unlock" or "rollback"), then per op:
---   check:    nR nL nT nO cost dry(0/1) denyFail(0/1), the spares (one
---             '0'/'1' per lock: spared when the device is trusted), per
---             rule: limit window keep flags (1 shadow + 2 challenge + 4
---             passed), the escalation when denyFail, per other rule: kind
+--   check:    nR nL nT nO cost dry(0/1) denyFail(0/1), spares (bit j-1
+--             set: lock j is spared when the device is trusted), per
+--             rule: limit window keep (decimal) flags (1 shadow + 2
+--             challenge + 4 passed), the escalation when denyFail, per other rule: kind
 --             limit window keep flags member, then reserve(0/1), and when
 --             1: ttl, escalation
 --   report:   nL nT failure(0/1) trustTTL nC, escalation, per lock: spare,
@@ -121,10 +123,7 @@ local function read(k)
   return v
 end
 
-local function checkLog(k, s)
-  if #s % W ~= 0 then error('guard: ' .. k .. ' is no log of 6-byte stamps') end
-  return s
-end
+local function badLog(k) error('guard: ' .. k .. ' is no log of 6-byte stamps') end
 
 -- logs caches each failure log as this call sees it: key -> string ('' when
 -- absent).
@@ -158,7 +157,6 @@ local function parseLock(v)
   if not level then return nil end
   return {tonumber(level), tonumber(since), tonumber(untilMs), tonumber(last), info}
 end
-local function readLock(k) return parseLock(read(k)) end
 
 local locks = {} -- report: i -> {key, spare, record or false}
 local nL, trustKey = 0, nil
@@ -195,10 +193,13 @@ local function slow()
     end
   end
 
+  local function readLock(k) return parseLock(read(k)) end
+
   local function readLog(k)
     local s = logs[k]
     if s == nil then
-      s = checkLog(k, read(k) or '')
+      s = read(k) or ''
+      if #s % W ~= 0 then badLog(k) end
       logs[k] = s
     end
     return s
@@ -527,14 +528,9 @@ local op = arg()
 if op == 'check' then
   local nR, nL, nT, nO, cost = num(), num(), num(), num(), num()
   local dry, denyFail = arg() == '1', arg() == '1'
-  local spares = arg()
-  -- rule(i) returns log rule i's limit, window, keep and flags (1 shadow
-  -- + 2 challenge + 4 passed).
+  local spares = num()
+  -- Log rule i's limit, window, keep and flags are ARGV[rb+4i-3..rb+4i].
   local rb = ai
-  local function rule(i)
-    local b = rb + 4 * (i - 1)
-    return tonumber(ARGV[b + 1], 16), tonumber(ARGV[b + 2], 16), tonumber(ARGV[b + 3], 16), tonumber(ARGV[b + 4], 16)
-  end
   ai = ai + 4 * nR
   -- KEYS: rules, locks, trust, others (read by one MGET), then the
   -- escalation's and the reservation's keys.
@@ -572,7 +568,7 @@ if op == 'check' then
   local li, lr = 0, nil
   for j = 1, nL do
     local lv = v[nR + j]
-    if lv and not (string.byte(spares, j) == 49 and isTrusted()) then
+    if lv and not (math.floor(spares / 2 ^ (j - 1)) % 2 == 1 and isTrusted()) then
       local r = parseLock(lv)
       if r and r[3] > now and (li == 0 or r[3] > lr[3]) then li, lr = j, r end
     end
@@ -583,14 +579,16 @@ if op == 'check' then
   local out = {now, 0, 0, 0, 0, 0, '', nR}
   local fit = {}
   for i = 1, nR do
-    local limit, window, _, fl = rule(i)
-    local s = checkLog(KEYS[i], v[i] or '')
+    local b = rb + 4 * (i - 1)
+    local limit, window, fl = tonumber(ARGV[b + 1], 16), tonumber(ARGV[b + 2], 16), tonumber(ARGV[b + 4], 16)
+    local s = v[i] or ''
+    if #s % W ~= 0 then badLog(KEYS[i]) end
     local n = #s / W
     local from = first(s, n, now - window)
     local c = n - from + 1
     local oldest, kth = 0, 0
     if c > 0 then oldest = stamp(s, from) end
-    local fits = c + cost <= limit or fl >= 4
+    local fits = c + cost <= limit or math.floor(fl / 4) % 2 == 1
     fit[i] = fits
     if not fits then
       local k = math.min(c + cost - limit, c)
@@ -617,8 +615,10 @@ if op == 'check' then
         if once and fit[j] and KEYS[j] == KEYS[i] then once = false end
       end
       if once then
-        local limit, _, keep, fl = rule(i)
-        at[i] = append(KEYS[i], v[i] or '', cost, keep, fl >= 4 and limit + cost or nil)
+        local b = rb + 4 * (i - 1)
+        local most = nil
+        if math.floor(tonumber(ARGV[b + 4], 16) / 4) % 2 == 1 then most = tonumber(ARGV[b + 1], 16) + cost end
+        at[i] = append(KEYS[i], v[i] or '', cost, ARGV[b + 3], most)
       end
     end
     if nO > 0 then kinds().record(cost) end
@@ -690,7 +690,7 @@ if op == 'unlock' then
   local active = 0
   for i = 1, nL do
     local k = key()
-    local r = readLock(k)
+    local r = parseLock(redis.call('GET', k))
     if r and r[3] > now then active = 1 end
     redis.call('DEL', k)
   end

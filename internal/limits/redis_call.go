@@ -3,6 +3,8 @@ package limits
 import (
 	"fmt"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -199,8 +201,11 @@ func (g *callGroup) build(req any) ([]string, []any) {
 		if g.trust {
 			nT = 1
 		}
+		// Sized for a check without escalation or reservation sections.
+		keys = make([]string, 0, len(g.rules)+len(g.locks)+nT+len(g.others))
+		args = make([]any, 0, 10+4*len(g.rules)+6*len(g.others))
 		args = append(args, "check", hx(len(g.rules)), hx(len(g.locks)), hx(nT), hx(len(g.others)),
-			hx(req.Cost), redisFlag(req.DryRun), redisFlag(g.denyFail), g.spareFlags(req.Locks))
+			hx(req.Cost), redisFlag(req.DryRun), redisFlag(g.denyFail), g.spareMask(req.Locks))
 		for _, i := range g.rules {
 			keys = append(keys, req.Rules[i].Key)
 		}
@@ -213,14 +218,15 @@ func (g *callGroup) build(req any) ([]string, []any) {
 		}
 		for _, i := range g.rules {
 			r := &req.Rules[i]
-			args = append(args, hx(r.Limit), hx(r.Window.Milliseconds()), hx(keepMs(r.Keep, r.Window)), hx(ruleFlags(r)))
+			// keep in decimal: the script passes it on as SET's PX.
+			args = append(args, hxp(r.Limit), hxp(r.Window.Milliseconds()), decArgs.get(keepMs(r.Keep, r.Window)), hx(ruleFlags(r)))
 		}
 		if g.denyFail {
 			keys, args = g.escalation(keys, args)
 		}
 		args = g.otherArgs(args, req.Rules)
 		if len(g.rsv) > 0 {
-			args = append(args, "1", hx(req.Reserve.TTL.Milliseconds()))
+			args = append(args, "1", hxp(req.Reserve.TTL.Milliseconds()))
 			keys = append(keys, g.record)
 			keys, args = escalationSection(keys, args, &req.Reserve.Escalation, g.rsv)
 		} else {
@@ -231,7 +237,7 @@ func (g *callGroup) build(req any) ([]string, []any) {
 		if g.trust {
 			nT = 1
 		}
-		args = append(args, "report", hx(len(g.locks)), hx(nT), redisFlag(req.Failure), hx(req.TrustTTL.Milliseconds()), hx(len(g.clear)))
+		args = append(args, "report", hx(len(g.locks)), hx(nT), redisFlag(req.Failure), hxp(req.TrustTTL.Milliseconds()), hx(len(g.clear)))
 		keys = g.lockKeys(keys, req.Locks)
 		if g.trust {
 			keys = append(keys, req.TrustKey)
@@ -263,13 +269,16 @@ func (g *callGroup) spares(args []any, locks []LockRef) []any {
 	return args
 }
 
-// spareFlags is a check's spares argument: one '0' or '1' per lock.
-func (g *callGroup) spareFlags(locks []LockRef) string {
-	b := make([]byte, len(g.locks))
+// spareMask is a check's spares argument: bit j-1 set when lock j is
+// spared for a trusted device.
+func (g *callGroup) spareMask(locks []LockRef) any {
+	var m int64
 	for j, i := range g.locks {
-		b[j] = '0' + byte(redisBool(locks[i].SpareIfTrusted))
+		if locks[i].SpareIfTrusted && j < 62 {
+			m |= 1 << j
+		}
 	}
-	return string(b)
+	return hxp(m)
 }
 
 // escalation appends the escalation section (empty without failure rules).
@@ -283,12 +292,12 @@ func escalationSection(keys []string, args []any, e *Escalation, fails []Failure
 	if len(fails) == 0 {
 		return keys, append(args, "0", "0", "0")
 	}
-	args = append(args, hx(len(fails)), hx(e.Decay.Milliseconds()), hx(len(e.Ladder)))
+	args = append(args, hx(len(fails)), hxp(e.Decay.Milliseconds()), hx(len(e.Ladder)))
 	for _, d := range e.Ladder {
-		args = append(args, hx(d.Milliseconds()))
+		args = append(args, hxp(d.Milliseconds()))
 	}
 	for _, f := range fails {
-		args = append(args, hx(f.Limit), hx(f.Window.Milliseconds()), hx(keepMs(f.Keep, f.Window)), hx(len(f.Indexes)), f.Info, f.Distinct)
+		args = append(args, hxp(f.Limit), hxp(f.Window.Milliseconds()), hxp(keepMs(f.Keep, f.Window)), hx(len(f.Indexes)), f.Info, f.Distinct)
 		keys = append(keys, f.Key, f.LockKey)
 		keys = append(keys, f.Indexes...)
 	}
@@ -326,16 +335,16 @@ func redisBool(b bool) int {
 }
 
 // redisFlag is a boolean argument of redis.lua: "1" or "0".
-func redisFlag(b bool) string {
+func redisFlag(b bool) any {
 	if b {
 		return "1"
 	}
 	return "0"
 }
 
-// smallHex holds the hexadecimal forms of 0..255, the numbers most
-// arguments are (counts, flags), so they cost no allocation.
-var smallHex = func() (t [256]string) {
+// smallHex holds the hexadecimal forms of 0..255, boxed once, the numbers
+// most arguments are (counts, flags): they cost no allocation.
+var smallHex = func() (t [256]any) {
 	for i := range t {
 		t[i] = strconv.FormatInt(int64(i), 16)
 	}
@@ -345,11 +354,43 @@ var smallHex = func() (t [256]string) {
 // hx is a number argument of redis.lua, which reads every number in
 // hexadecimal (tonumber(s, 16) is strtoul, a tenth of the cost of the
 // decimal strtod in Redis's Lua). Arguments are never negative.
-func hx[T ~int | ~int64](n T) string {
+func hx[T ~int | ~int64](n T) any {
 	if n >= 0 && n < 256 {
 		return smallHex[n]
 	}
 	return strconv.FormatInt(int64(n), 16)
+}
+
+// Policy parameters (limits, windows, keeps, ladder steps) are the same
+// few numbers in every call: an argCache keeps their boxed forms, up to
+// maxArgCache of them, so a check's arguments allocate only what varies.
+const maxArgCache = 4096
+
+type argCache struct {
+	base int
+	m    sync.Map // int64 -> any
+	n    atomic.Int64
+}
+
+func (c *argCache) get(n int64) any {
+	if v, ok := c.m.Load(n); ok {
+		return v
+	}
+	v := any(strconv.FormatInt(n, c.base))
+	if c.n.Add(1) <= maxArgCache {
+		c.m.Store(n, v)
+	}
+	return v
+}
+
+var hexArgs, decArgs = &argCache{base: 16}, &argCache{base: 10}
+
+// hxp is hx for a policy parameter.
+func hxp[T ~int | ~int64](n T) any {
+	if n >= 0 && n < 256 {
+		return smallHex[n]
+	}
+	return hexArgs.get(int64(n))
 }
 
 // checkReply is a decoded check or report reply of redis.lua.

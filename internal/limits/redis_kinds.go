@@ -36,7 +36,7 @@ func kindKeep(r *Rule) int64 {
 func (g *callGroup) otherArgs(args []any, rules []Rule) []any {
 	for _, i := range g.others {
 		r := &rules[i]
-		args = append(args, kindCode(r), hx(r.Limit), hx(r.Window.Milliseconds()), hx(kindKeep(r)), hx(ruleFlags(r)), r.Distinct)
+		args = append(args, kindCode(r), hxp(r.Limit), hxp(r.Window.Milliseconds()), hxp(kindKeep(r)), hx(ruleFlags(r)), r.Distinct)
 	}
 	return args
 }
