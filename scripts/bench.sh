@@ -10,7 +10,7 @@
 # directory, so no other load shares their CPU, and then:
 #
 #   1. raw baselines with redis-benchmark at c=50: PING, and Guard's own
-#      script by EVALSHA with the keys and arguments Guard sends for the
+#      function by FCALL with the keys and arguments Guard sends for the
 #      3-rule login check of step 3 (ip, user, device logs; 7 lock records,
 #      a trust record), -P 1 and -P 16;
 #   2. Redis bytes of one full 100-entry log (MEMORY USAGE);
@@ -84,8 +84,8 @@ cpu_ticks() {
 }
 pg_pids() { echo "$(head -n 1 "$work/pg/postmaster.pid") $(pgrep -P "$(head -n 1 "$work/pg/postmaster.pid")" | tr '\n' ' ')"; }
 rcli() { redis-cli -p "$rport" "$@"; }
-evalsha_usec() { rcli info commandstats | tr -d '\r' | awk -F'[=,:]' '/^cmdstat_evalsha:/ {print $7}'; }
-evalsha_calls() { rcli info commandstats | tr -d '\r' | awk -F'[=,:]' '/^cmdstat_evalsha:/ {print $3}'; }
+fcall_usec() { rcli info commandstats | tr -d '\r' | awk -F'[=,:]' '/^cmdstat_fcall:/ {print $7}'; }
+fcall_calls() { rcli info commandstats | tr -d '\r' | awk -F'[=,:]' '/^cmdstat_fcall:/ {print $3}'; }
 redis_pid() { cat "$work/redis.pid"; }
 us_per() { awk -v t="$1" -v n="$2" -v hz="$tick" 'BEGIN { if (n > 0) printf "%.1f", t / hz * 1e6 / n; else print "n/a" }'; }
 
@@ -101,7 +101,14 @@ psql -w "postgres://postgres@127.0.0.1:$pgport/postgres" -qAtc "CREATE DATABASE 
 db="postgres://postgres@127.0.0.1:$pgport/guard?sslmode=disable"
 
 # 1. Raw baselines.
-sha=$(rcli script load "$(cat internal/limits/redis.lua)")
+# Guard's function library as internal/limits/redis_func.go names and
+# loads it: guard_<first 16 hex digits of the source's SHA-1>.
+fn="guard_$(sha1sum internal/limits/redis.lua | cut -c1-16)"
+{
+	printf '#!lua name=%s\n' "$fn"
+	cat internal/limits/redis.lua
+	printf "\nredis.register_function('%s', run)\n" "$fn"
+} | rcli -x function load replace >/dev/null
 tag() { printf 'guard:v2:{%s__rand_int__}%s' "$1" "$2"; }
 # The keys and arguments Guard sends for the bench's login check (read off
 # MONITOR): 3 logs, the 2 struck lock records of its failure dimensions,
@@ -119,19 +126,19 @@ n=$((secs * 20000))
 rb() { redis-benchmark -p "$rport" -c "$conns" -n "$n" -r 1000000 --csv "$@" | tail -n 1 | tr -d '"' | cut -d, -f2; }
 log "redis-benchmark PING, c=$conns"
 ping_p1=$(rb -P 1 -t ping_mbulk)
-log "redis-benchmark EVALSHA (3-rule login), c=$conns, -P 1 and -P 16"
+log "redis-benchmark FCALL (3-rule login), c=$conns, -P 1 and -P 16"
 rcli config resetstat >/dev/null
 r0=$(cpu_ticks "$(redis_pid)")
-eval_p1=$(rb -P 1 evalsha "$sha" "${#login_keys[@]}" "${login_keys[@]}" "${login_args[@]}")
+eval_p1=$(rb -P 1 fcall "$fn" "${#login_keys[@]}" "${login_keys[@]}" "${login_args[@]}")
 r1=$(cpu_ticks "$(redis_pid)")
-eval_usec=$(evalsha_usec)
-eval_calls=$(evalsha_calls)
-eval_p16=$(rb -P 16 evalsha "$sha" "${#login_keys[@]}" "${login_keys[@]}" "${login_args[@]}")
+eval_usec=$(fcall_usec)
+eval_calls=$(fcall_calls)
+eval_p16=$(rb -P 16 fcall "$fn" "${#login_keys[@]}" "${login_keys[@]}" "${login_args[@]}")
 
 # 2. Bytes of one full 100-entry log, key as long as Guard's.
 fullkey="guard:v2:{0123456789abcdefghijklmn}l:login/user"
 for _ in $(seq 100); do
-	rcli evalsha "$sha" 1 "$fullkey" check 1 0 0 0 1 0 0 0 64 36ee80 3600000 0 0 >/dev/null
+	rcli fcall "$fn" 1 "$fullkey" check 1 0 0 0 1 0 0 0 64 36ee80 3600000 0 0 >/dev/null
 done
 full_bytes=$(rcli memory usage "$fullkey")
 rcli flushall >/dev/null
@@ -188,8 +195,8 @@ g0=$(cpu_ticks "$guard_pid"); p0=$(cpu_ticks $(pg_pids)); rr0=$(cpu_ticks "$(red
 log "wrk POST /v1/check, c=$conns, ${secs}s"
 wrk -t2 -c "$conns" -d"${secs}s" --latency -s "$work/check.lua" "http://127.0.0.1:$gport" >"$work/wrk.txt"
 g1=$(cpu_ticks "$guard_pid"); rr1=$(cpu_ticks "$(redis_pid)")
-http_usec=$(evalsha_usec)
-http_calls=$(evalsha_calls)
+http_usec=$(fcall_usec)
+http_calls=$(fcall_calls)
 deg1=$(degraded)
 # Let the audit writer drain before reading Postgres's share.
 sleep 2
@@ -264,14 +271,14 @@ Guard bench ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, c=$conns, ${secs}s per
 
 raw Redis
   PING                          ${ping_p1} ops/s
-  EVALSHA 3-rule login, -P 1    ${eval_p1} decisions/s
-  EVALSHA 3-rule login, -P 16   ${eval_p16} decisions/s
-  Redis CPU per EVALSHA         ${eval_usec} us (commandstats), $(us_per $((r1 - r0)) "$eval_calls") us (process)
+  FCALL 3-rule login, -P 1      ${eval_p1} decisions/s
+  FCALL 3-rule login, -P 16     ${eval_p16} decisions/s
+  Redis CPU per FCALL           ${eval_usec} us (commandstats), $(us_per $((r1 - r0)) "$eval_calls") us (process)
   full 100-entry log            ${full_bytes} bytes (MEMORY USAGE)
 
 Guard POST /v1/check over HTTP, audit on Postgres
   decisions/s                   ${rps} (${total} in ${secs}s${errors:+; $errors})
-  answered from the fallback    $((deg1 - deg0)) (EVALSHA calls: ${http_calls})
+  answered from the fallback    $((deg1 - deg0)) (FCALL calls: ${http_calls})
   latency p50 / p99             ${p50} / ${p99}
   Redis CPU per decision        ${http_usec} us (commandstats), $(us_per $((rr1 - rr0)) "$total") us (process)
   Guard CPU per decision        $(us_per $((g1 - g0)) "$total") us
@@ -282,7 +289,7 @@ bare net/http (scripts/rawhttp), same load
   CPU per request               $(us_per $((h1 - h0)) "$raw_total") us
 
 ratios
-  Guard / raw EVALSHA -P 1      $(ratio "$rps" "$eval_p1")
+  Guard / raw FCALL -P 1        $(ratio "$rps" "$eval_p1")
   Guard / raw PING              $(ratio "$rps" "$ping_p1")
   Guard / bare net/http         $(ratio "$rps" "$raw_rps") (decisions/s), CPU per decision $(ratio "$(us_per $((g1 - g0)) "$total")" "$(us_per $((h1 - h0)) "$raw_total")")x the bare server's
 EOF

@@ -21,7 +21,7 @@ Measures decisions per second and their latency against a real Redis, in one
 run, so the numbers compare like with like on the same machine:
 
   check  Guard.Check in process, as serve wires it (policy, hashing, the
-         failover store, one EVALSHA per decision, audit to memory),
+         failover store, one FCALL per decision, audit to memory),
          with two rules (ip and user, as login)
   http   POST /v1/check through the whole service (auth, JSON, the same
          Guard.Check) on an in-process server on 127.0.0.1, driven through

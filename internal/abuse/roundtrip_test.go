@@ -57,7 +57,7 @@ func (l *commandLog) take() [][]string {
 // TestOneRoundTripPerDecision drives Guard over the real Redis store and
 // counts what reaches Redis: every /v1/check and /v1/report, whatever it
 // meets (lockouts, trusted devices, count_denials strikes), is exactly one
-// round trip carrying one EVALSHA.
+// round trip carrying one FCALL.
 func TestOneRoundTripPerDecision(t *testing.T) {
 	url, prefix := testenv.Redis(t)
 	client := testenv.RedisClient(t, url)
@@ -93,8 +93,8 @@ func TestOneRoundTripPerDecision(t *testing.T) {
 			return "no lockout", err
 		}
 	}
-	// Load the script once: the first call after a SCRIPT FLUSH may need
-	// EVALSHA then EVAL.
+	// Load the function library once: the first call on a Redis without it
+	// needs FCALL, FUNCTION LOAD and FCALL again.
 	if _, err := check("warm@example.com", "192.0.2.1", "")(); err != nil {
 		t.Fatalf("warm-up check: %v", err)
 	}
@@ -125,8 +125,8 @@ func TestOneRoundTripPerDecision(t *testing.T) {
 			t.Errorf("%s: answered %q; want %q", s.name, got, s.want)
 		}
 		trips := log.take()
-		if len(trips) != 1 || len(trips[0]) != 1 || trips[0][0] != "evalsha" {
-			t.Errorf("%s: round trips = %v; want exactly one carrying one evalsha", s.name, trips)
+		if len(trips) != 1 || len(trips[0]) != 1 || trips[0][0] != "fcall" {
+			t.Errorf("%s: round trips = %v; want exactly one carrying one fcall", s.name, trips)
 		}
 	}
 }

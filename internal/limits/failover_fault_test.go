@@ -339,11 +339,11 @@ func TestFailoverFaults(t *testing.T) {
 
 	admin := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	defer admin.Close()
-	if err := admin.ScriptFlush(context.Background()).Err(); err != nil {
-		t.Fatalf("SCRIPT FLUSH: %v", err)
+	if err := admin.FunctionFlush(context.Background()).Err(); err != nil {
+		t.Fatalf("FUNCTION FLUSH: %v", err)
 	}
-	healthy("script flushed")
-	expect("script flushed", false, "redis_down redis_recovered redis_down redis_recovered")
+	healthy("functions flushed")
+	expect("functions flushed", false, "redis_down redis_recovered redis_down redis_recovered")
 
 	l.halt()
 	t.Logf("slowest call over all phases: %v (budget %v)", time.Duration(l.worst.Load()), faultBudget)

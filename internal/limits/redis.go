@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// redisSource is the one script every decision runs; see its header for
-// KEYS, ARGV and the replies.
+// redisSource is the function library every decision calls (redisFunc);
+// see its header for KEYS, ARGV and the replies.
 //
 //go:embed redis.lua
 var redisSource string
@@ -23,18 +23,18 @@ var redisSource string
 type RedisStoreConfig struct {
 	// Workers is the number of batches in flight at once (default 4).
 	Workers int
-	// MaxBatch is the most script calls one batch carries (default 64).
+	// MaxBatch is the most function calls one batch carries (default 64).
 	MaxBatch int
 }
 
 // RedisStore is the Store backed by Redis (one node, Sentinel or Cluster):
-// each Check, Report and Unlock is one EVALSHA of one embedded Lua script
-// per Redis Cluster slot its keys fall in (on one node or Sentinel: one),
+// each Check, Report and Unlock is one FCALL of one embedded Lua function
+// library (redisFunc) per Redis Cluster slot its keys fall in (on one node or Sentinel: one),
 // so a decision is atomic and costs one round trip; "now" is Redis TIME,
 // one clock for every Guard instance on a node.
 //
 // Concurrent calls share round trips: a small batcher pipelines the
-// scripts of every decision waiting at the moment (see batcher).
+// calls of every decision waiting at the moment (see batcher).
 //
 // On Redis Cluster a decision whose keys span slots runs one script per
 // slot, all issued together. Each slot checks and logs its own rules; when
@@ -55,7 +55,7 @@ type RedisStoreConfig struct {
 // builds clients that never retry.
 type RedisStore struct {
 	client  redis.UniversalClient
-	script  *redis.Script
+	fn      *redisFunc
 	batch   *batcher
 	cluster bool
 }
@@ -63,8 +63,8 @@ type RedisStore struct {
 var _ Store = (*RedisStore)(nil)
 
 // NewRedis returns a RedisStore over client. The store owns the client:
-// Close closes it. The script is loaded on first use (and reloaded
-// transparently after SCRIPT FLUSH, a restart or a failover).
+// Close closes it. The function library is loaded on first use (and
+// reloaded transparently after FUNCTION FLUSH, a restart or a failover).
 func NewRedis(client redis.UniversalClient, cfg RedisStoreConfig) *RedisStore {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 4
@@ -72,12 +72,12 @@ func NewRedis(client redis.UniversalClient, cfg RedisStoreConfig) *RedisStore {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 64
 	}
-	script := redis.NewScript(redisSource)
+	fn := newRedisFunc(redisSource)
 	_, cluster := client.(*redis.ClusterClient)
 	return &RedisStore{
 		client:  client,
-		script:  script,
-		batch:   newBatcher(client, script, cfg.Workers, cfg.MaxBatch),
+		fn:      fn,
+		batch:   newBatcher(client, fn, cfg.Workers, cfg.MaxBatch),
 		cluster: cluster,
 	}
 }
@@ -96,7 +96,7 @@ func (s *RedisStore) Check(ctx context.Context, req *CheckRequest) (CheckResult,
 		calls[i].keys, calls[i].args = g.build(req)
 	}
 	if err := s.batch.run(ctx, calls); err != nil {
-		return CheckResult{}, redisError("eval check script", err)
+		return CheckResult{}, redisError("call check function", err)
 	}
 	replies := make([]checkReply, len(groups))
 	allowed := true
@@ -104,7 +104,7 @@ func (s *RedisStore) Check(ctx context.Context, req *CheckRequest) (CheckResult,
 		if c.err != nil {
 			// A slot that answered and logged before another failed keeps
 			// its entries: stricter, never looser.
-			return CheckResult{}, redisError("eval check script", c.err)
+			return CheckResult{}, redisError("call check function", c.err)
 		}
 		r, err := parseReply(c.res, len(groups[i].rules), len(groups[i].others))
 		if err != nil {
@@ -214,13 +214,13 @@ func (s *RedisStore) Report(ctx context.Context, req *ReportRequest) (ReportResu
 		calls[i].keys, calls[i].args = g.build(req)
 	}
 	if err := s.batch.run(ctx, calls); err != nil {
-		return ReportResult{}, redisError("eval report script", err)
+		return ReportResult{}, redisError("call report function", err)
 	}
 	var res ReportResult
 	var foreign []strikeIndex
 	for gi, c := range calls {
 		if c.err != nil {
-			return ReportResult{}, redisError("eval report script", c.err)
+			return ReportResult{}, redisError("call report function", c.err)
 		}
 		r, err := parseCheckReply(c.res, 0)
 		if err != nil {
@@ -316,12 +316,12 @@ func (s *RedisStore) Unlock(ctx context.Context, req *UnlockRequest) (bool, erro
 		return false, nil
 	}
 	if err := s.batch.run(ctx, calls); err != nil {
-		return false, redisError("eval unlock script", err)
+		return false, redisError("call unlock function", err)
 	}
 	active := false
 	for _, c := range calls {
 		if c.err != nil {
-			return false, redisError("eval unlock script", c.err)
+			return false, redisError("call unlock function", c.err)
 		}
 		if len(c.res) != 2 {
 			return false, fmt.Errorf("read unlock reply: %d values, want 2", len(c.res))
@@ -344,12 +344,12 @@ func (s *RedisStore) slot(key string) int {
 	return keySlot(key)
 }
 
-// Prepare loads the script (on Cluster: into every master), so that the
+// Prepare loads the function library (on Cluster: into every master), so that the
 // first decisions cost one round trip each rather than two; it also tells
 // whether Redis answers. Call it at start; the store works without it.
 func (s *RedisStore) Prepare(ctx context.Context) error {
-	if err := s.script.Load(ctx, s.client).Err(); err != nil {
-		return redisError("load script", err)
+	if err := s.fn.load(ctx, s.client); err != nil {
+		return redisError("load function library", err)
 	}
 	return nil
 }

@@ -1,5 +1,9 @@
 -- Guard limit store, data model v2: one decision (or its share on one Redis
--- Cluster slot) as one atomic script run. internal/limits/store.go is the
+-- Cluster slot) as one atomic call of a Redis function. This file is the
+-- body of a function library that redis_func.go names guard_<version>
+-- (FUNCTION LOAD), registering run() below as its one function of the same
+-- name: the helpers are defined once, when the library loads, not on every
+-- call as an EVAL script's would be. internal/limits/store.go is the
 -- specification; redis_call.go builds the arguments and reads the reply, and
 -- computes remaining, reset and retry-after from what this script returns.
 --
@@ -81,11 +85,13 @@
 --   was allowed, of the denial escalation when not.
 --
 -- "now" is Redis TIME in whole milliseconds: one clock for every Guard
--- instance on one Redis. Redis >= 5 replicates script effects, so TIME is
+-- instance on one Redis. Functions replicate their effects, so TIME is
 -- allowed here.
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- The library's state: the call's KEYS, ARGV and clock, and what the call
+-- has read and done so far, all reset by run() at the start of every
+-- call. The functions below are defined once, when the library loads.
+local KEYS, ARGV, now
 
 -- Every number in ARGV is hexadecimal: tonumber(s, 16) converts with
 -- strtoul, a tenth of the instructions of the decimal strtod.
@@ -113,7 +119,7 @@ end
 -- raw caches the keys read in this call outside a check's one MGET:
 -- key -> value (false: absent). Reads of other keys (a strike's lock
 -- record) are a GET each.
-local raw = {}
+local raw
 local function read(k)
   local v = raw[k]
   if v == nil then
@@ -127,7 +133,7 @@ local function badLog(k) error('guard: ' .. k .. ' is no log of 6-byte stamps') 
 
 -- logs caches each failure log as this call sees it: key -> string ('' when
 -- absent).
-local logs = {}
+local logs
 
 -- append writes s trimmed to (now-keep, now] plus c stamps of now and
 -- returns the stamp. A stamp is never below the last one (Redis TIME may
@@ -158,9 +164,8 @@ local function parseLock(v)
   return {tonumber(level), tonumber(since), tonumber(untilMs), tonumber(last), info}
 end
 
-local locks = {} -- report: i -> {key, spare, record or false}
-local nL, trustKey = 0, nil
-local trusted = nil
+local locks -- report: i -> {key, spare, record or false}
+local nL, trustKey, trusted
 local function isTrusted()
   if trusted == nil then
     local v = trustKey and tonumber(read(trustKey))
@@ -169,13 +174,11 @@ local function isTrusted()
   return trusted
 end
 
-local esc = nil
-local struck = {}
+local esc, struck
 
 -- The failure machinery (escalation, strikes, reservations, reports) is
--- built on first use by slow(), like the rule kinds by kinds(): a check
--- that neither fails nor reserves defines none of it (defining a function
--- costs every call that runs the definition, docs/performance.md).
+-- built on first use by slow(), like the rule kinds by kinds(): a library
+-- that only ever checks defines none of it.
 local S = nil
 local kinds
 local function slow()
@@ -341,7 +344,7 @@ end
 -- rules. Their functions are defined on first use by kinds(): a decision
 -- of logs only then pays for one closure instead of a dozen (defining a
 -- function costs every call, see docs/performance.md).
-local others = {}
+local others
 local K = nil
 function kinds()
   if K then return K end
@@ -523,259 +526,270 @@ local function finish(out, li, lr)
   return out
 end
 
-local op = arg()
+-- run is one call of the library's one function (redis.go registers it as
+-- guard_<version>): FCALL guard_<version> numkeys KEYS... ARGV...
+local function run(keys, args)
+  KEYS, ARGV = keys, args
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  ai, ki = 0, 0
+  raw, logs, locks, struck, others = {}, {}, {}, {}, {}
+  nL, trustKey, trusted, esc = 0, nil, nil, nil
 
-if op == 'check' then
-  local nR, nL, nT, nO, cost = num(), num(), num(), num(), num()
-  local dry, denyFail = arg() == '1', arg() == '1'
-  local spares = num()
-  -- Log rule i's limit, window, keep and flags are ARGV[rb+4i-3..rb+4i].
-  local rb = ai
-  ai = ai + 4 * nR
-  -- KEYS: rules, locks, trust, others (read by one MGET), then the
-  -- escalation's and the reservation's keys.
-  local nPre = nR + nL + nT + nO
-  ki = nPre
-  if denyFail then slow().readEscalation() end
-  if nO > 0 then kinds().read(nO, nR + nL + nT) end
-  local escDeny, escRes, rk, rttl = esc, nil, nil, 0
-  if arg() == '1' then
-    rttl = num()
-    rk = key()
-    slow().readEscalation()
-    escRes = esc
-    esc = escDeny
-  end
+  local op = arg()
 
-  local v = {}
-  if nPre > 0 then v = redis.call('MGET', unpack(KEYS, 1, nPre)) end
-  if nT == 1 then
-    trustKey = KEYS[nR + nL + 1]
-    raw[trustKey] = v[nR + nL + 1]
-  end
-  for i = nR + nL + nT + 1, nPre do raw[KEYS[i]] = v[i] end
-  if escRes then
-    local pre = {}
-    for _, f in ipairs(escRes.fails) do
-      pre[#pre + 1] = f.key
-      pre[#pre + 1] = f.lock
+  if op == 'check' then
+    local nR, nL, nT, nO, cost = num(), num(), num(), num(), num()
+    local dry, denyFail = arg() == '1', arg() == '1'
+    local spares = num()
+    -- Log rule i's limit, window, keep and flags are ARGV[rb+4i-3..rb+4i].
+    local rb = ai
+    ai = ai + 4 * nR
+    -- KEYS: rules, locks, trust, others (read by one MGET), then the
+    -- escalation's and the reservation's keys.
+    local nPre = nR + nL + nT + nO
+    ki = nPre
+    if denyFail then slow().readEscalation() end
+    if nO > 0 then kinds().read(nO, nR + nL + nT) end
+    local escDeny, escRes, rk, rttl = esc, nil, nil, 0
+    if arg() == '1' then
+      rttl = num()
+      rk = key()
+      slow().readEscalation()
+      escRes = esc
+      esc = escDeny
     end
-    slow().prefetch(pre)
-  end
 
-  -- The active lock that ends last (first of equals); a spare one counts
-  -- unless the device is trusted.
-  local li, lr = 0, nil
-  for j = 1, nL do
-    local lv = v[nR + j]
-    if lv and not (math.floor(spares / 2 ^ (j - 1)) % 2 == 1 and isTrusted()) then
-      local r = parseLock(lv)
-      if r and r[3] > now and (li == 0 or r[3] > lr[3]) then li, lr = j, r end
+    local v = {}
+    if nPre > 0 then v = redis.call('MGET', unpack(KEYS, 1, nPre)) end
+    if nT == 1 then
+      trustKey = KEYS[nR + nL + 1]
+      raw[trustKey] = v[nR + nL + 1]
     end
-  end
-  local allowed = li == 0
-  -- hard: an enforced rule that does not challenge denies.
-  local hard = false
-  local out = {now, 0, 0, 0, 0, 0, '', nR}
-  local fit = {}
-  for i = 1, nR do
-    local b = rb + 4 * (i - 1)
-    local limit, window, fl = tonumber(ARGV[b + 1], 16), tonumber(ARGV[b + 2], 16), tonumber(ARGV[b + 4], 16)
-    local s = v[i] or ''
-    if #s % W ~= 0 then badLog(KEYS[i]) end
-    local n = #s / W
-    local from = first(s, n, now - window)
-    local c = n - from + 1
-    local oldest, kth = 0, 0
-    if c > 0 then oldest = stamp(s, from) end
-    local fits = c + cost <= limit or math.floor(fl / 4) % 2 == 1
-    fit[i] = fits
-    if not fits then
-      local k = math.min(c + cost - limit, c)
-      if k > 0 then kth = stamp(s, from + k - 1) end
-      if fl % 2 == 0 then
-        allowed = false
-        hard = hard or math.floor(fl / 2) % 2 == 0
+    for i = nR + nL + nT + 1, nPre do raw[KEYS[i]] = v[i] end
+    if escRes then
+      local pre = {}
+      for _, f in ipairs(escRes.fails) do
+        pre[#pre + 1] = f.key
+        pre[#pre + 1] = f.lock
+      end
+      slow().prefetch(pre)
+    end
+
+    -- The active lock that ends last (first of equals); a spare one counts
+    -- unless the device is trusted.
+    local li, lr = 0, nil
+    for j = 1, nL do
+      local lv = v[nR + j]
+      if lv and not (math.floor(spares / 2 ^ (j - 1)) % 2 == 1 and isTrusted()) then
+        local r = parseLock(lv)
+        if r and r[3] > now and (li == 0 or r[3] > lr[3]) then li, lr = j, r end
       end
     end
-    out[#out + 1] = c
-    out[#out + 1] = oldest
-    out[#out + 1] = kth
-  end
-  if nO > 0 then
-    local ok, h = kinds().eval(cost)
-    if not ok then allowed, hard = false, hard or h end
-  end
-  local at = {}
-  if allowed and not dry then
+    local allowed = li == 0
+    -- hard: an enforced rule that does not challenge denies.
+    local hard = false
+    local out = {now, 0, 0, 0, 0, 0, '', nR}
+    local fit = {}
     for i = 1, nR do
-      -- A log that several rules name receives the attempt once.
-      local once = fit[i]
-      for j = 1, i - 1 do
-        if once and fit[j] and KEYS[j] == KEYS[i] then once = false end
-      end
-      if once then
-        local b = rb + 4 * (i - 1)
-        local most = nil
-        if math.floor(tonumber(ARGV[b + 4], 16) / 4) % 2 == 1 then most = tonumber(ARGV[b + 1], 16) + cost end
-        at[i] = append(KEYS[i], v[i] or '', cost, ARGV[b + 3], most)
-      end
-    end
-    if nO > 0 then kinds().record(cost) end
-  end
-  for i = 1, nR do out[#out + 1] = at[i] or 0 end
-  if nO > 0 then kinds().reply(out) else out[#out + 1] = 0 end
-  out[2] = allowed and 1 or 0
-  -- A denial only by challenge rules is a challenge: no failure.
-  if li == 0 and not allowed and not dry and denyFail and hard then slow().fail() end
-  if allowed and not dry and escRes and #escRes.fails > 0 then
-    esc = escRes
-    local rec = {'p'}
-    slow().fail(rec)
-    redis.call('SET', rk, table.concat(rec, '\n'), 'PX', rttl)
-  end
-  return finish(out, li, lr)
-end
-
-if op == 'report' then
-  local X = slow()
-  nL = num()
-  local nT, failure, ttl, nC = num(), arg() == '1', num(), num()
-  X.readLocks()
-  if nT == 1 then trustKey = key() end
-  local clear = {}
-  for i = 1, nC do clear[i] = key() end
-  X.readEscalation()
-  X.readSpares()
-  local rk = nil
-  if num() == 1 then rk = key() end
-  local pre = {}
-  for i = 1, nL do pre[i] = locks[i].key end
-  if trustKey then pre[#pre + 1] = trustKey end
-  if failure then
-    for _, f in ipairs(esc.fails) do
-      pre[#pre + 1] = f.key
-      pre[#pre + 1] = f.lock
-    end
-  end
-  X.prefetch(pre)
-  -- A reservation record settles once: pending (a table) keeps or takes
-  -- back its entries, settled ('s') makes this report change nothing.
-  local held = rk and X.readRecord(rk)
-  if held == 's' then
-    -- settled before
-  elseif failure then
-    X.fail(nil, held)
-  else
-    if held then
-      for _, f in ipairs(esc.fails) do
-        local at = held[f.key]
-        if at and at > 0 then X.unlog(f.key, at) end
-      end
-    end
-    for i = 1, nC do redis.call('DEL', clear[i]) end
-    if trustKey and ttl > 0 then
-      redis.call('SET', trustKey, now + ttl, 'PX', ttl + 1000)
-      trusted = true
-    end
-  end
-  if held and held ~= 's' then redis.call('SET', rk, 's', 'KEEPTTL') end
-  local li, lr = X.activeLock()
-  return finish({now, 0, 0, 0, 0, 0, '', 0}, li, lr)
-end
-
-if op == 'unlock' then
-  nL = num()
-  local nC = num()
-  local active = 0
-  for i = 1, nL do
-    local k = key()
-    local r = parseLock(redis.call('GET', k))
-    if r and r[3] > now then active = 1 end
-    redis.call('DEL', k)
-  end
-  for i = 1, nC do redis.call('DEL', key()) end
-  return {now, active}
-end
-
-if op == 'rollback' then
-  -- Takes back cost stamps of value at from each log: the share of a
-  -- Cluster decision that another slot denied. Stamps of one value are
-  -- interchangeable, so any cost of them will do.
-  local nK, cost, at = num(), num(), num()
-  local p = struct.pack('>I6', at)
-  for i = 1, nK do
-    local k = key()
-    local s = redis.call('GET', k)
-    if s then
+      local b = rb + 4 * (i - 1)
+      local limit, window, fl = tonumber(ARGV[b + 1], 16), tonumber(ARGV[b + 2], 16), tonumber(ARGV[b + 4], 16)
+      local s = v[i] or ''
+      if #s % W ~= 0 then badLog(KEYS[i]) end
       local n = #s / W
-      local left = cost
-      local j = n
-      while j >= 1 and left > 0 do
-        local v = stamp(s, j)
-        if v == at then
-          s = string.sub(s, 1, (j - 1) * W) .. string.sub(s, j * W + 1)
-          left = left - 1
-        elseif v < at then
-          break
+      local from = first(s, n, now - window)
+      local c = n - from + 1
+      local oldest, kth = 0, 0
+      if c > 0 then oldest = stamp(s, from) end
+      local fits = c + cost <= limit or math.floor(fl / 4) % 2 == 1
+      fit[i] = fits
+      if not fits then
+        local k = math.min(c + cost - limit, c)
+        if k > 0 then kth = stamp(s, from + k - 1) end
+        if fl % 2 == 0 then
+          allowed = false
+          hard = hard or math.floor(fl / 2) % 2 == 0
         end
-        j = j - 1
       end
-      if #s == 0 then
-        redis.call('DEL', k)
-      else
-        redis.call('SET', k, s, 'KEEPTTL')
+      out[#out + 1] = c
+      out[#out + 1] = oldest
+      out[#out + 1] = kth
+    end
+    if nO > 0 then
+      local ok, h = kinds().eval(cost)
+      if not ok then allowed, hard = false, hard or h end
+    end
+    local at = {}
+    if allowed and not dry then
+      for i = 1, nR do
+        -- A log that several rules name receives the attempt once.
+        local once = fit[i]
+        for j = 1, i - 1 do
+          if once and fit[j] and KEYS[j] == KEYS[i] then once = false end
+        end
+        if once then
+          local b = rb + 4 * (i - 1)
+          local most = nil
+          if math.floor(tonumber(ARGV[b + 4], 16) / 4) % 2 == 1 then most = tonumber(ARGV[b + 1], 16) + cost end
+          at[i] = append(KEYS[i], v[i] or '', cost, ARGV[b + 3], most)
+        end
+      end
+      if nO > 0 then kinds().record(cost) end
+    end
+    for i = 1, nR do out[#out + 1] = at[i] or 0 end
+    if nO > 0 then kinds().reply(out) else out[#out + 1] = 0 end
+    out[2] = allowed and 1 or 0
+    -- A denial only by challenge rules is a challenge: no failure.
+    if li == 0 and not allowed and not dry and denyFail and hard then slow().fail() end
+    if allowed and not dry and escRes and #escRes.fails > 0 then
+      esc = escRes
+      local rec = {'p'}
+      slow().fail(rec)
+      redis.call('SET', rk, table.concat(rec, '\n'), 'PX', rttl)
+    end
+    return finish(out, li, lr)
+  end
+
+  if op == 'report' then
+    local X = slow()
+    nL = num()
+    local nT, failure, ttl, nC = num(), arg() == '1', num(), num()
+    X.readLocks()
+    if nT == 1 then trustKey = key() end
+    local clear = {}
+    for i = 1, nC do clear[i] = key() end
+    X.readEscalation()
+    X.readSpares()
+    local rk = nil
+    if num() == 1 then rk = key() end
+    local pre = {}
+    for i = 1, nL do pre[i] = locks[i].key end
+    if trustKey then pre[#pre + 1] = trustKey end
+    if failure then
+      for _, f in ipairs(esc.fails) do
+        pre[#pre + 1] = f.key
+        pre[#pre + 1] = f.lock
       end
     end
-  end
-  return {now}
-end
-
-if op == 'undo' then
-  -- Takes back what one counter, bucket or distinct rule recorded for a
-  -- Cluster decision that another slot denied (see the reply's at).
-  local kind, cost, at, limit, w, m = arg(), tonumber(arg()), num(), num(), num(), arg()
-  local k = key()
-  local v = redis.call('GET', k)
-  if not v then return {now} end
-  if kind == 'c' then
-    local start, cur, prev = struct.unpack('>I6I4I4', v)
-    if start == at then
-      cur = math.max(cur - cost, 0)
-    elseif start == at + w then
-      prev = math.max(prev - cost, 0)
+    X.prefetch(pre)
+    -- A reservation record settles once: pending (a table) keeps or takes
+    -- back its entries, settled ('s') makes this report change nothing.
+    local held = rk and X.readRecord(rk)
+    if held == 's' then
+      -- settled before
+    elseif failure then
+      X.fail(nil, held)
     else
-      return {now}
+      if held then
+        for _, f in ipairs(esc.fails) do
+          local at = held[f.key]
+          if at and at > 0 then X.unlog(f.key, at) end
+        end
+      end
+      for i = 1, nC do redis.call('DEL', clear[i]) end
+      if trustKey and ttl > 0 then
+        redis.call('SET', trustKey, now + ttl, 'PX', ttl + 1000)
+        trusted = true
+      end
     end
-    redis.call('SET', k, struct.pack('>I6I4I4', start, cur, prev), 'KEEPTTL')
-  elseif kind == 'b' then
-    local tok, last = struct.unpack('>dI6', v)
-    redis.call('SET', k, struct.pack('>dI6', math.min(limit, tok + cost), last), 'KEEPTTL')
-  else
-    local kd = kinds()
-    local idx = kd.dfind(v, 1, m)
-    if idx > 0 and kd.dstamp(v, idx) == at then
-      v = string.sub(v, 1, (idx - 1) * kd.DW) .. string.sub(v, idx * kd.DW + 1)
-      if #v == 0 then redis.call('DEL', k) else redis.call('SET', k, v, 'KEEPTTL') end
-    end
+    if held and held ~= 's' then redis.call('SET', rk, 's', 'KEEPTTL') end
+    local li, lr = X.activeLock()
+    return finish({now, 0, 0, 0, 0, 0, '', 0}, li, lr)
   end
-  return {now}
-end
 
-if op == 'release' then
-  -- Takes back a reservation of a Cluster decision that another slot
-  -- denied: its provisional entries leave their logs, the record goes
-  -- (a strike it made stays: stricter, never looser).
-  local nF = num()
-  local rk = key()
-  local X = slow()
-  local held = X.readRecord(rk)
-  for i = 1, nF do
+  if op == 'unlock' then
+    nL = num()
+    local nC = num()
+    local active = 0
+    for i = 1, nL do
+      local k = key()
+      local r = parseLock(redis.call('GET', k))
+      if r and r[3] > now then active = 1 end
+      redis.call('DEL', k)
+    end
+    for i = 1, nC do redis.call('DEL', key()) end
+    return {now, active}
+  end
+
+  if op == 'rollback' then
+    -- Takes back cost stamps of value at from each log: the share of a
+    -- Cluster decision that another slot denied. Stamps of one value are
+    -- interchangeable, so any cost of them will do.
+    local nK, cost, at = num(), num(), num()
+    local p = struct.pack('>I6', at)
+    for i = 1, nK do
+      local k = key()
+      local s = redis.call('GET', k)
+      if s then
+        local n = #s / W
+        local left = cost
+        local j = n
+        while j >= 1 and left > 0 do
+          local v = stamp(s, j)
+          if v == at then
+            s = string.sub(s, 1, (j - 1) * W) .. string.sub(s, j * W + 1)
+            left = left - 1
+          elseif v < at then
+            break
+          end
+          j = j - 1
+        end
+        if #s == 0 then
+          redis.call('DEL', k)
+        else
+          redis.call('SET', k, s, 'KEEPTTL')
+        end
+      end
+    end
+    return {now}
+  end
+
+  if op == 'undo' then
+    -- Takes back what one counter, bucket or distinct rule recorded for a
+    -- Cluster decision that another slot denied (see the reply's at).
+    local kind, cost, at, limit, w, m = arg(), tonumber(arg()), num(), num(), num(), arg()
     local k = key()
-    if type(held) == 'table' and held[k] and held[k] > 0 then X.unlog(k, held[k]) end
+    local v = redis.call('GET', k)
+    if not v then return {now} end
+    if kind == 'c' then
+      local start, cur, prev = struct.unpack('>I6I4I4', v)
+      if start == at then
+        cur = math.max(cur - cost, 0)
+      elseif start == at + w then
+        prev = math.max(prev - cost, 0)
+      else
+        return {now}
+      end
+      redis.call('SET', k, struct.pack('>I6I4I4', start, cur, prev), 'KEEPTTL')
+    elseif kind == 'b' then
+      local tok, last = struct.unpack('>dI6', v)
+      redis.call('SET', k, struct.pack('>dI6', math.min(limit, tok + cost), last), 'KEEPTTL')
+    else
+      local kd = kinds()
+      local idx = kd.dfind(v, 1, m)
+      if idx > 0 and kd.dstamp(v, idx) == at then
+        v = string.sub(v, 1, (idx - 1) * kd.DW) .. string.sub(v, idx * kd.DW + 1)
+        if #v == 0 then redis.call('DEL', k) else redis.call('SET', k, v, 'KEEPTTL') end
+      end
+    end
+    return {now}
   end
-  redis.call('DEL', rk)
-  return {now}
-end
 
-return redis.error_reply('guard: unknown op ' .. tostring(op))
+  if op == 'release' then
+    -- Takes back a reservation of a Cluster decision that another slot
+    -- denied: its provisional entries leave their logs, the record goes
+    -- (a strike it made stays: stricter, never looser).
+    local nF = num()
+    local rk = key()
+    local X = slow()
+    local held = X.readRecord(rk)
+    for i = 1, nF do
+      local k = key()
+      if type(held) == 'table' and held[k] and held[k] > 0 then X.unlog(k, held[k]) end
+    end
+    redis.call('DEL', rk)
+    return {now}
+  end
+
+  return redis.error_reply('guard: unknown op ' .. tostring(op))
+end

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// batcher runs script calls of concurrent decisions together: a worker
+// batcher runs the function calls of concurrent decisions together: a worker
 // takes the first waiting call and every call queued behind it (up to
 // maxBatch) and sends them as one pipeline, so under load Redis and Guard
 // spend one read and one write per batch instead of per decision. It never
@@ -17,7 +17,7 @@ import (
 // go-redis's cluster pipeline splits a batch by node.
 type batcher struct {
 	client   redis.UniversalClient
-	script   *redis.Script
+	fn       *redisFunc
 	calls    chan *pending
 	maxBatch int
 	stop     chan struct{}
@@ -25,7 +25,7 @@ type batcher struct {
 	wg       sync.WaitGroup
 }
 
-// pending is one script call waiting for its reply.
+// pending is one function call waiting for its reply.
 type pending struct {
 	ctx  context.Context
 	keys []string
@@ -35,10 +35,10 @@ type pending struct {
 	done chan struct{}
 }
 
-func newBatcher(client redis.UniversalClient, script *redis.Script, workers, maxBatch int) *batcher {
+func newBatcher(client redis.UniversalClient, fn *redisFunc, workers, maxBatch int) *batcher {
 	b := &batcher{
 		client:   client,
-		script:   script,
+		fn:       fn,
 		calls:    make(chan *pending, workers*maxBatch),
 		maxBatch: maxBatch,
 		stop:     make(chan struct{}),
@@ -126,22 +126,23 @@ func (b *batcher) exec(batch []*pending) {
 	}
 	if len(live) == 1 {
 		c := live[0]
-		c.res, c.err = b.script.Run(c.ctx, b.client, c.keys, c.args...).Slice()
+		c.res, c.err = b.fcall(c.ctx, b.client, c)
+		if functionMissing(c.err) {
+			if c.err = b.fn.load(c.ctx, b.client); c.err == nil {
+				c.res, c.err = b.fcall(c.ctx, b.client, c)
+			}
+		}
 		close(c.done)
 		return
 	}
 	ctx, cancel := batchContext(live)
 	defer cancel()
-	pipe := b.client.Pipeline()
 	cmds := make([]*redis.Cmd, len(live))
-	for i, c := range live {
-		cmds[i] = pipe.EvalSha(ctx, b.script.Hash(), c.keys, c.args...)
-	}
-	_, _ = pipe.Exec(ctx) // errors are per command
+	b.pipeline(ctx, live, cmds, nil)
 	var again []int
 	for i, c := range live {
 		c.res, c.err = cmds[i].Slice()
-		if c.err != nil && redis.HasErrorPrefix(c.err, "NOSCRIPT") {
+		if functionMissing(c.err) {
 			again = append(again, i)
 			continue
 		}
@@ -150,26 +151,43 @@ func (b *batcher) exec(batch []*pending) {
 	if len(again) == 0 {
 		return
 	}
-	// After a restart, SCRIPT FLUSH or failover the whole batch meets
-	// NOSCRIPT: load the script once and send those calls again together,
-	// rather than one EVAL after another while their budgets run out.
-	if err := b.script.Load(ctx, b.client).Err(); err != nil {
+	// After a restart, FUNCTION FLUSH or failover the whole batch meets
+	// "Function not found": load the library once and send those calls
+	// again together, rather than one after another while their budgets
+	// run out.
+	if err := b.fn.load(ctx, b.client); err != nil {
 		for _, i := range again {
 			live[i].err = err
 			close(live[i].done)
 		}
 		return
 	}
-	pipe = b.client.Pipeline()
-	for _, i := range again {
-		c := live[i]
-		cmds[i] = pipe.EvalSha(ctx, b.script.Hash(), c.keys, c.args...)
-	}
-	_, _ = pipe.Exec(ctx)
+	b.pipeline(ctx, live, cmds, again)
 	for _, i := range again {
 		live[i].res, live[i].err = cmds[i].Slice()
 		close(live[i].done)
 	}
+}
+
+// fcall sends one call alone.
+func (b *batcher) fcall(ctx context.Context, c redis.Cmdable, p *pending) ([]any, error) {
+	return c.FCall(ctx, b.fn.name, p.keys, p.args...).Slice()
+}
+
+// pipeline sends the calls of live at indexes only (every call when nil)
+// as one pipeline, their commands into cmds; errors are per command.
+func (b *batcher) pipeline(ctx context.Context, live []*pending, cmds []*redis.Cmd, only []int) {
+	pipe := b.client.Pipeline()
+	if only == nil {
+		for i, c := range live {
+			cmds[i] = pipe.FCall(ctx, b.fn.name, c.keys, c.args...)
+		}
+	} else {
+		for _, i := range only {
+			cmds[i] = pipe.FCall(ctx, b.fn.name, live[i].keys, live[i].args...)
+		}
+	}
+	_, _ = pipe.Exec(ctx)
 }
 
 func batchContext(calls []*pending) (context.Context, context.CancelFunc) {

@@ -20,8 +20,8 @@ const kindsBenchKeys = 100
 //
 //	go test -run '^$' -bench RedisKinds -benchtime 2000x ./internal/limits/
 //
-// "empty" is a check without rules (the script reads TIME and returns):
-// the cost of EVALSHA itself, to subtract. docs/performance.md ("Rule
+// "empty" is a check without rules (the function reads TIME and returns):
+// the cost of FCALL itself, to subtract. docs/performance.md ("Rule
 // kinds") has the method and the figures.
 func BenchmarkRedisKinds(b *testing.B) {
 	const tag = "{AAAAAAAAAAAAAAAAAAAAAAAA}"

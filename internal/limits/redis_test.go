@@ -62,7 +62,8 @@ func TestRedisOneRoundTrip(t *testing.T) {
 	locks := []LockRef{{Key: esc.Failures[0].LockKey, SpareIfTrusted: true}, {Key: prefix + "lock:ip"}}
 	trust := prefix + "trust:u:d"
 
-	// Load the script (EVALSHA answers NOSCRIPT the first time, then EVAL).
+	// Load the library (the first FCALL meets "Function not found", then
+	// FUNCTION LOAD and FCALL again).
 	if _, err := s.Check(ctx, &CheckRequest{Rules: []Rule{rule("warm", 1)}, Cost: 1, Nonce: "warm"}); err != nil {
 		t.Fatalf("warm-up Check: %v", err)
 	}
@@ -118,14 +119,14 @@ func TestRedisOneRoundTrip(t *testing.T) {
 				t.Fatalf("call: %v", err)
 			}
 			got, names := hook.reset()
-			if got != 1 || len(names) != 1 || names[0] != "evalsha" {
-				t.Errorf("round trips: got %d %v, want 1 [evalsha]", got, names)
+			if got != 1 || len(names) != 1 || names[0] != "fcall" {
+				t.Errorf("round trips: got %d %v, want 1 [fcall]", got, names)
 			}
 		})
 	}
 }
 
-func TestRedisNoScriptReload(t *testing.T) {
+func TestRedisFunctionReload(t *testing.T) {
 	url := testenv.PrivateRedis(t).URL()
 	prefix := privateRedisPrefix
 	s, c, hook := newRedisTestStore(t, url, prefix)
@@ -133,10 +134,10 @@ func TestRedisNoScriptReload(t *testing.T) {
 	rule := Rule{Key: prefix + "log:flush", Limit: 10, Window: time.Minute}
 	for i := range 3 {
 		if i > 0 {
-			// SCRIPT FLUSH as after a restart or failover; only safe on a
-			// private server.
-			if err := c.ScriptFlush(ctx).Err(); err != nil {
-				t.Fatalf("script flush: %v", err)
+			// FUNCTION FLUSH as after a restart without persistence; only
+			// safe on a private server.
+			if err := c.FunctionFlush(ctx).Err(); err != nil {
+				t.Fatalf("function flush: %v", err)
 			}
 		}
 		hook.reset()
@@ -147,15 +148,15 @@ func TestRedisNoScriptReload(t *testing.T) {
 		if got, want := res.Rules[0].Count, i+1; !res.Allowed || got != want {
 			t.Errorf("check %d: got allowed %v count %d, want allowed count %d", i, res.Allowed, got, want)
 		}
-		if _, names := hook.reset(); strings.Join(names, ",") != "evalsha,eval" {
-			t.Errorf("check %d on an empty script cache: got commands %v, want [evalsha eval]", i, names)
+		if _, names := hook.reset(); strings.Join(names, ",") != "fcall,function,fcall" {
+			t.Errorf("check %d without the library: got commands %v, want [fcall function fcall]", i, names)
 		}
-		// Loaded again: back to one EVALSHA.
+		// Loaded again: back to one FCALL.
 		if _, err := s.Check(ctx, &CheckRequest{Rules: []Rule{rule}, Cost: 1, DryRun: true, Nonce: "m"}); err != nil {
 			t.Fatalf("dry check: %v", err)
 		}
-		if _, names := hook.reset(); strings.Join(names, ",") != "evalsha" {
-			t.Errorf("next check: got commands %v, want [evalsha]", names)
+		if _, names := hook.reset(); strings.Join(names, ",") != "fcall" {
+			t.Errorf("next check: got commands %v, want [fcall]", names)
 		}
 	}
 }
@@ -353,7 +354,7 @@ func TestRedisErrors(t *testing.T) {
 
 	t.Run("script error is not unavailable", func(t *testing.T) {
 		_, err := s.Check(ctx, &CheckRequest{Rules: []Rule{{Key: prefix + "log:string", Limit: 1, Window: time.Minute}}, Cost: 1})
-		if err == nil || errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "user_script") {
+		if err == nil || errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "is no log of 6-byte stamps") {
 			t.Errorf("check on a corrupt log: got %v, want a script error that is not ErrUnavailable", err)
 		}
 	})
@@ -406,16 +407,16 @@ func TestRedisStoreConfigDefaults(t *testing.T) {
 	}
 }
 
-// TestRedisBatchAfterScriptFlush: concurrent decisions that all meet
-// NOSCRIPT (after a restart or SCRIPT FLUSH) succeed, the script loaded
-// once for the batch.
-func TestRedisBatchAfterScriptFlush(t *testing.T) {
+// TestRedisBatchAfterFunctionFlush: concurrent decisions that all meet
+// "Function not found" (after a restart or FUNCTION FLUSH) succeed, the
+// library loaded once for the batch.
+func TestRedisBatchAfterFunctionFlush(t *testing.T) {
 	srv := testenv.PrivateRedis(t)
 	s, c, _ := newRedisTestStore(t, srv.URL(), privateRedisPrefix)
 	ctx := context.Background()
 	for round := range 3 {
-		if err := c.ScriptFlush(ctx).Err(); err != nil {
-			t.Fatalf("script flush: %v", err)
+		if err := c.FunctionFlush(ctx).Err(); err != nil {
+			t.Fatalf("function flush: %v", err)
 		}
 		var wg sync.WaitGroup
 		errs := make(chan error, 32)
@@ -435,7 +436,7 @@ func TestRedisBatchAfterScriptFlush(t *testing.T) {
 		close(errs)
 		for err := range errs {
 			if err != nil {
-				t.Errorf("round %d: check after SCRIPT FLUSH: %v", round, err)
+				t.Errorf("round %d: check after FUNCTION FLUSH: %v", round, err)
 			}
 		}
 	}

@@ -11,7 +11,7 @@ import (
 // adds to a decision, with the key shapes internal/abuse sends for the
 // built-in otp_verify (2 rules, the user's lock and 2 manual-lockout
 // records, one failure rule, one record), each call a new user so every
-// call creates its keys, serially (one EVALSHA per call, no batching):
+// call creates its keys, serially (one FCALL per call, no batching):
 //
 //	go test -run '^$' -bench RedisReserve -benchtime=2000x ./internal/limits/
 //

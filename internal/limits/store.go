@@ -1,7 +1,7 @@
 // Package limits keeps Guard's sliding-window logs and lockout state.
 //
 // A Store answers one decision in one atomic step: for Redis that is one
-// EVALSHA of an embedded Lua script, for the in-memory store one critical
+// FCALL of an embedded Lua function library, for the in-memory store one critical
 // section. Keys are opaque to the store: the caller (internal/abuse) builds
 // them, already prefixed and hashed, and the store never sees a raw
 // identifier.

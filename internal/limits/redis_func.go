@@ -1,0 +1,55 @@
+package limits
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// redisFunc is redis.lua as a Redis function library (Redis >= 7): loaded
+// once with FUNCTION LOAD, called with FCALL. Its helpers are defined when
+// the library loads; an EVAL script would define them again on every call
+// (about a tenth of a decision's Redis instructions, docs/performance.md).
+//
+// The library and its one function are named guard_<version>, the version
+// a hash of the source, so Guard instances of different versions share a
+// Redis during a rolling upgrade, each calling its own library. A library
+// that no instance calls any more stays until FUNCTION DELETE
+// (docs/redis.md); it holds no data.
+type redisFunc struct {
+	name string
+	code string
+}
+
+func newRedisFunc(src string) *redisFunc {
+	sum := sha1.Sum([]byte(src))
+	name := "guard_" + hex.EncodeToString(sum[:8])
+	return &redisFunc{
+		name: name,
+		code: "#!lua name=" + name + "\n" + src + "\nredis.register_function('" + name + "', run)\n",
+	}
+}
+
+// load loads the library, replacing one of the same name (the same
+// version); on Cluster into every master, since each node has its own
+// functions (replicas receive them from their master).
+func (f *redisFunc) load(ctx context.Context, c redis.UniversalClient) error {
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			return n.FunctionLoadReplace(ctx, f.code).Err()
+		})
+	}
+	return c.FunctionLoadReplace(ctx, f.code).Err()
+}
+
+// functionMissing reports whether err is Redis's answer to an FCALL of a
+// function it does not have: after a restart without persistence, FUNCTION
+// FLUSH, or on a node new to the cluster. The caller loads and calls again.
+func functionMissing(err error) bool {
+	var rerr redis.Error
+	return err != nil && errors.As(err, &rerr) && strings.Contains(rerr.Error(), "Function not found")
+}
