@@ -88,6 +88,10 @@
 -- instance on one Redis. Functions replicate their effects, so TIME is
 -- allowed here.
 
+-- Standard functions as upvalues, cheaper than a global lookup at each
+-- use; set by the first call (a library being loaded sees no globals).
+local floor, min, max, fmod, ssub, srep, spack, sunpack, tonumber, tunpack, next
+
 -- The library's state: the call's KEYS, ARGV and clock, and what the call
 -- has read and done so far, all reset by run() at the start of every
 -- call. The functions below are defined once, when the library loads.
@@ -101,7 +105,7 @@ local function num() ai = ai + 1 return tonumber(ARGV[ai], 16) end
 local function key() ki = ki + 1 return KEYS[ki] end
 
 local W = 6 -- bytes per stamp
-local function stamp(s, i) return (struct.unpack('>I6', s, (i - 1) * W + 1)) end
+local function stamp(s, i) return (sunpack('>I6', s, (i - 1) * W + 1)) end
 
 -- first returns the 1-based index of the first stamp > edge in s (n+1 if
 -- none), by binary search: stamps are ascending. Records are w bytes
@@ -110,8 +114,8 @@ local function first(s, n, edge, w)
   w = w or W
   local lo, hi = 1, n + 1
   while lo < hi do
-    local mid = math.floor((lo + hi) / 2)
-    if struct.unpack('>I6', s, (mid - 1) * w + 1) > edge then hi = mid else lo = mid + 1 end
+    local mid = floor((lo + hi) / 2)
+    if sunpack('>I6', s, (mid - 1) * w + 1) > edge then hi = mid else lo = mid + 1 end
   end
   return lo
 end
@@ -119,7 +123,7 @@ end
 -- raw caches the keys read in this call outside a check's one MGET:
 -- key -> value (false: absent). Reads of other keys (a strike's lock
 -- record) are a GET each.
-local raw
+local raw = {}
 local function read(k)
   local v = raw[k]
   if v == nil then
@@ -133,7 +137,7 @@ local function badLog(k) error('guard: ' .. k .. ' is no log of 6-byte stamps') 
 
 -- logs caches each failure log as this call sees it: key -> string ('' when
 -- absent).
-local logs
+local logs = {}
 
 -- append writes s trimmed to (now-keep, now] plus c stamps of now and
 -- returns the stamp. A stamp is never below the last one (Redis TIME may
@@ -143,14 +147,14 @@ local logs
 local function append(k, s, c, keep, most, cache)
   local at, out = now, nil
   if s == '' then
-    out = string.rep(struct.pack('>I6', now), c)
+    out = srep(spack('>I6', now), c)
   else
     local n = #s / W
     local from = first(s, n, now - keep)
-    if n > 0 then at = math.max(now, stamp(s, n)) end
-    out = string.sub(s, (from - 1) * W + 1) .. string.rep(struct.pack('>I6', at), c)
+    if n > 0 then at = max(now, stamp(s, n)) end
+    out = ssub(s, (from - 1) * W + 1) .. srep(spack('>I6', at), c)
   end
-  if most and #out > most * W then out = string.sub(out, #out - most * W + 1) end
+  if most and #out > most * W then out = ssub(out, #out - most * W + 1) end
   if cache then logs[k] = out end
   redis.call('SET', k, out, 'PX', keep)
   return at
@@ -164,7 +168,7 @@ local function parseLock(v)
   return {tonumber(level), tonumber(since), tonumber(untilMs), tonumber(last), info}
 end
 
-local locks -- report: i -> {key, spare, record or false}
+local locks = {} -- report: i -> {key, spare, record or false}
 local nL, trustKey, trusted
 local function isTrusted()
   if trusted == nil then
@@ -174,7 +178,7 @@ local function isTrusted()
   return trusted
 end
 
-local esc, struck
+local esc, struck = nil, {}
 
 -- The failure machinery (escalation, strikes, reservations, reports) is
 -- built on first use by slow(), like the rule kinds by kinds(): a library
@@ -191,7 +195,7 @@ local function slow()
       if raw[k] == nil then want[#want + 1] = k; raw[k] = false end
     end
     if #want > 0 then
-      local v = redis.call('MGET', unpack(want))
+      local v = redis.call('MGET', tunpack(want))
       for i, k in ipairs(want) do raw[k] = v[i] end
     end
   end
@@ -256,10 +260,10 @@ local function slow()
     local level, last = 0, nil
     if r then level, last = r[1], r[4] end
     if last == nil or now - last >= esc.decay then level = 0 end
-    level = math.min(level + 1, #esc.ladder)
+    level = min(level + 1, #esc.ladder)
     local untilMs = now + esc.ladder[level]
     local rec = level .. '|' .. now .. '|' .. untilMs .. '|' .. now .. '|' .. f.info
-    redis.call('SET', f.lock, rec, 'PX', math.max(math.max(untilMs, now + esc.decay) - now, 1))
+    redis.call('SET', f.lock, rec, 'PX', max(max(untilMs, now + esc.decay) - now, 1))
     raw[f.lock] = rec
     for _, l in ipairs(locks) do
       if l.key == f.lock then l.rec = {level, now, untilMs, now, f.info} end
@@ -311,7 +315,7 @@ local function slow()
     for j = n, 1, -1 do
       local v = stamp(s, j)
       if v == at then
-        s = string.sub(s, 1, (j - 1) * W) .. string.sub(s, j * W + 1)
+        s = ssub(s, 1, (j - 1) * W) .. ssub(s, j * W + 1)
         logs[k] = s
         if s == '' then redis.call('DEL', k) else redis.call('SET', k, s, 'KEEPTTL') end
         return
@@ -344,7 +348,7 @@ end
 -- rules. Their functions are defined on first use by kinds(): a decision
 -- of logs only then pays for one closure instead of a dozen (defining a
 -- function costs every call, see docs/performance.md).
-local others
+local others = {}
 local K = nil
 function kinds()
   if K then return K end
@@ -352,7 +356,7 @@ function kinds()
   -- Distinct sets (kinds.go): STRINGs of DW-byte records, a 6-byte stamp
   -- and an 8-byte value, ascending by stamp.
   local DW = 14
-  local function dstamp(s, i) return (struct.unpack('>I6', s, (i - 1) * DW + 1)) end
+  local function dstamp(s, i) return (sunpack('>I6', s, (i - 1) * DW + 1)) end
   local function dfirst(s, n, edge) return first(s, n, edge, DW) end
   -- dfind returns the index of the record holding value m among records
   -- from.., or 0: a plain find, kept only where it is a record's value.
@@ -378,16 +382,16 @@ function kinds()
     local n = #s / DW
     local from = dfirst(s, n, now - keep)
     local at = now
-    if n > 0 then at = math.max(now, dstamp(s, n)) end
+    if n > 0 then at = max(now, dstamp(s, n)) end
     local idx = dfind(s, from, m)
     local out
     if idx > 0 then
-      out = string.sub(s, (from - 1) * DW + 1, (idx - 1) * DW) .. string.sub(s, idx * DW + 1)
+      out = ssub(s, (from - 1) * DW + 1, (idx - 1) * DW) .. ssub(s, idx * DW + 1)
     else
-      out = string.sub(s, (from - 1) * DW + 1)
+      out = ssub(s, (from - 1) * DW + 1)
     end
-    out = out .. struct.pack('>I6', at) .. m
-    if most and #out > most * DW then out = string.sub(out, #out - most * DW + 1) end
+    out = out .. spack('>I6', at) .. m
+    if most and #out > most * DW then out = ssub(out, #out - most * DW + 1) end
     raw[k] = out
     redis.call('SET', k, out, 'PX', keep)
     return at
@@ -418,7 +422,7 @@ function kinds()
       o.kind = arg()
       local fl
       o.limit, o.window, o.keep, fl = num(), num(), num(), num()
-      o.shadow, o.challenge, o.passed = fl % 2 == 1, math.floor(fl / 2) % 2 == 1, math.floor(fl / 4) % 2 == 1
+      o.shadow, o.challenge, o.passed = fl % 2 == 1, floor(fl / 2) % 2 == 1, floor(fl / 4) % 2 == 1
       o.member = arg()
       others[i] = o
     end
@@ -427,8 +431,8 @@ function kinds()
   local function bucketLevel(tok, last, limit, w)
     local el = now - last
     if last == 0 or el >= w then return limit end
-    if el <= 0 then return math.min(limit, tok) end
-    return math.min(limit, tok + (el * limit) / w)
+    if el <= 0 then return min(limit, tok) end
+    return min(limit, tok + (el * limit) / w)
   end
 
   -- K.eval decides every other rule without writing; it reports false
@@ -442,20 +446,20 @@ function kinds()
       local v = read(o.key)
       if o.kind == 'c' then
         local w = o.window
-        local k = now - math.fmod(now, w)
+        local k = now - fmod(now, w)
         local start, cur, prev = k, 0, 0
-        if v then start, cur, prev = struct.unpack('>I6I4I4', v) end
+        if v then start, cur, prev = sunpack('>I6I4I4', v) end
         if k > start then
           if k == start + w then prev = cur else prev = 0 end
           cur, start = 0, k
         end
-        local e = math.max(now - start, 0)
+        local e = max(now - start, 0)
         local est = cur + prev * (w - e) / w
         o.fits = est + cost <= o.limit or o.passed
         o.a, o.b, o.c = start, cur, prev
       elseif o.kind == 'b' then
         local tok, last = o.limit, 0
-        if v then tok, last = struct.unpack('>dI6', v) end
+        if v then tok, last = sunpack('>dI6', v) end
         o.s = bucketLevel(tok, last, o.limit, o.window)
         o.fits = o.s >= cost or o.passed
         o.a, o.d = last, string.format('%.17g', tok)
@@ -489,11 +493,11 @@ function kinds()
     for _, o in ipairs(others) do
       if o.fits then
         if o.kind == 'c' then
-          redis.call('SET', o.key, struct.pack('>I6I4I4', o.a, o.b + cost, o.c), 'PX', 2 * o.keep)
+          redis.call('SET', o.key, spack('>I6I4I4', o.a, o.b + cost, o.c), 'PX', 2 * o.keep)
           o.at = o.a
         elseif o.kind == 'b' then
           -- Never below 0 tokens (kinds.go bucketSpend).
-          redis.call('SET', o.key, struct.pack('>dI6', math.max(o.s - cost, 0), now), 'PX', o.keep)
+          redis.call('SET', o.key, spack('>dI6', max(o.s - cost, 0), now), 'PX', o.keep)
           o.at = 1
         else
           local at = setSee(o.key, o.s, o.member, o.keep, o.passed and o.limit + 1 or nil)
@@ -530,10 +534,21 @@ end
 -- guard_<version>): FCALL guard_<version> numkeys KEYS... ARGV...
 local function run(keys, args)
   KEYS, ARGV = keys, args
+  if not floor then
+    floor, min, max, fmod = math.floor, math.min, math.max, math.fmod
+    ssub, srep, spack, sunpack = string.sub, string.rep, struct.pack, struct.unpack
+    tonumber, tunpack, next = _G.tonumber, unpack, _G.next
+  end
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
   ai, ki = 0, 0
-  raw, logs, locks, struck, others = {}, {}, {}, {}, {}
+  -- A table the last call left empty serves again; one it filled is
+  -- replaced (a common check fills none of them).
+  if next(raw) then raw = {} end
+  if next(logs) then logs = {} end
+  if next(locks) then locks = {} end
+  if next(struck) then struck = {} end
+  if next(others) then others = {} end
   nL, trustKey, trusted, esc = 0, nil, nil, nil
 
   local op = arg()
@@ -561,11 +576,8 @@ local function run(keys, args)
     end
 
     local v = {}
-    if nPre > 0 then v = redis.call('MGET', unpack(KEYS, 1, nPre)) end
-    if nT == 1 then
-      trustKey = KEYS[nR + nL + 1]
-      raw[trustKey] = v[nR + nL + 1]
-    end
+    if nPre > 0 then v = redis.call('MGET', tunpack(KEYS, 1, nPre)) end
+    if nT == 1 then trustKey = KEYS[nR + nL + 1] end
     for i = nR + nL + nT + 1, nPre do raw[KEYS[i]] = v[i] end
     if escRes then
       local pre = {}
@@ -581,9 +593,15 @@ local function run(keys, args)
     local li, lr = 0, nil
     for j = 1, nL do
       local lv = v[nR + j]
-      if lv and not (math.floor(spares / 2 ^ (j - 1)) % 2 == 1 and isTrusted()) then
-        local r = parseLock(lv)
-        if r and r[3] > now and (li == 0 or r[3] > lr[3]) then li, lr = j, r end
+      if lv then
+        if trusted == nil and trustKey then
+          local x = tonumber(v[nR + nL + 1])
+          trusted = x ~= nil and x > now
+        end
+        if not (floor(spares / 2 ^ (j - 1)) % 2 == 1 and trusted) then
+          local r = parseLock(lv)
+          if r and r[3] > now and (li == 0 or r[3] > lr[3]) then li, lr = j, r end
+        end
       end
     end
     local allowed = li == 0
@@ -601,14 +619,14 @@ local function run(keys, args)
       local c = n - from + 1
       local oldest, kth = 0, 0
       if c > 0 then oldest = stamp(s, from) end
-      local fits = c + cost <= limit or math.floor(fl / 4) % 2 == 1
+      local fits = c + cost <= limit or floor(fl / 4) % 2 == 1
       fit[i] = fits
       if not fits then
-        local k = math.min(c + cost - limit, c)
+        local k = min(c + cost - limit, c)
         if k > 0 then kth = stamp(s, from + k - 1) end
         if fl % 2 == 0 then
           allowed = false
-          hard = hard or math.floor(fl / 2) % 2 == 0
+          hard = hard or floor(fl / 2) % 2 == 0
         end
       end
       out[#out + 1] = c
@@ -630,7 +648,7 @@ local function run(keys, args)
         if once then
           local b = rb + 4 * (i - 1)
           local most = nil
-          if math.floor(tonumber(ARGV[b + 4], 16) / 4) % 2 == 1 then most = tonumber(ARGV[b + 1], 16) + cost end
+          if floor(tonumber(ARGV[b + 4], 16) / 4) % 2 == 1 then most = tonumber(ARGV[b + 1], 16) + cost end
           at[i] = append(KEYS[i], v[i] or '', cost, ARGV[b + 3], most)
         end
       end
@@ -716,7 +734,7 @@ local function run(keys, args)
     -- Cluster decision that another slot denied. Stamps of one value are
     -- interchangeable, so any cost of them will do.
     local nK, cost, at = num(), num(), num()
-    local p = struct.pack('>I6', at)
+    local p = spack('>I6', at)
     for i = 1, nK do
       local k = key()
       local s = redis.call('GET', k)
@@ -727,7 +745,7 @@ local function run(keys, args)
         while j >= 1 and left > 0 do
           local v = stamp(s, j)
           if v == at then
-            s = string.sub(s, 1, (j - 1) * W) .. string.sub(s, j * W + 1)
+            s = ssub(s, 1, (j - 1) * W) .. ssub(s, j * W + 1)
             left = left - 1
           elseif v < at then
             break
@@ -752,23 +770,23 @@ local function run(keys, args)
     local v = redis.call('GET', k)
     if not v then return {now} end
     if kind == 'c' then
-      local start, cur, prev = struct.unpack('>I6I4I4', v)
+      local start, cur, prev = sunpack('>I6I4I4', v)
       if start == at then
-        cur = math.max(cur - cost, 0)
+        cur = max(cur - cost, 0)
       elseif start == at + w then
-        prev = math.max(prev - cost, 0)
+        prev = max(prev - cost, 0)
       else
         return {now}
       end
-      redis.call('SET', k, struct.pack('>I6I4I4', start, cur, prev), 'KEEPTTL')
+      redis.call('SET', k, spack('>I6I4I4', start, cur, prev), 'KEEPTTL')
     elseif kind == 'b' then
-      local tok, last = struct.unpack('>dI6', v)
-      redis.call('SET', k, struct.pack('>dI6', math.min(limit, tok + cost), last), 'KEEPTTL')
+      local tok, last = sunpack('>dI6', v)
+      redis.call('SET', k, spack('>dI6', min(limit, tok + cost), last), 'KEEPTTL')
     else
       local kd = kinds()
       local idx = kd.dfind(v, 1, m)
       if idx > 0 and kd.dstamp(v, idx) == at then
-        v = string.sub(v, 1, (idx - 1) * kd.DW) .. string.sub(v, idx * kd.DW + 1)
+        v = ssub(v, 1, (idx - 1) * kd.DW) .. ssub(v, idx * kd.DW + 1)
         if #v == 0 then redis.call('DEL', k) else redis.call('SET', k, v, 'KEEPTTL') end
       end
     end
