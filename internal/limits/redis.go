@@ -407,6 +407,11 @@ func redisUnavailable(err error) bool {
 		return true
 	}
 	msg := rerr.Error()
+	if functionMissing(err) {
+		// The library went (FUNCTION FLUSH, a restart) between loading it
+		// and calling it: as NOSCRIPT, the server cannot answer now.
+		return true
+	}
 	for _, p := range redisUnavailablePrefixes {
 		if strings.HasPrefix(msg, p+" ") || msg == p {
 			return true
