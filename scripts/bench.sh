@@ -101,27 +101,10 @@ psql -w "postgres://postgres@127.0.0.1:$pgport/postgres" -qAtc "CREATE DATABASE 
 db="postgres://postgres@127.0.0.1:$pgport/guard?sslmode=disable"
 
 # 1. Raw baselines.
-# Guard's function library as internal/limits/redis_func.go names and
-# loads it: guard_<first 16 hex digits of the source's SHA-1>.
-fn="guard_$(sha1sum internal/limits/redis.lua | cut -c1-16)"
-{
-	printf '#!lua name=%s\n' "$fn"
-	cat internal/limits/redis.lua
-	printf "\nredis.register_function('%s', run)\n" "$fn"
-} | rcli -x function load replace >/dev/null
-tag() { printf 'guard:v2:{%s__rand_int__}%s' "$1" "$2"; }
-# The keys and arguments Guard sends for the bench's login check (read off
-# MONITOR): 3 logs, the 2 struck lock records of its failure dimensions,
-# the manual-lockout records of the 5 dimensions present, the trust
-# record. Numbers are hexadecimal (redis.lua's num()), the rules' keeps
-# decimal: limit 1000000 = f4240, windows 1 min, 15 min, 1 h.
-login_keys=("$(tag ip l:login/ip)" "$(tag u l:login/user)" "$(tag d l:login/device)"
-	"$(tag u k:auth:user)" "$(tag u k:auth:user+ip:x__rand_int__)"
-	"$(tag u 'k:auth:user!m')" "$(tag ip 'k:auth:ip!m')" "$(tag d 'k:auth:device!m')"
-	"$(tag u 'k:auth:user+ip!m:x__rand_int__')" "$(tag u 'k:auth:user+device!m:y__rand_int__')"
-	"$(tag u t:y__rand_int__)")
+guard_fn_load "$rport"
+fn=$(guard_fn)
+login_call
 big=1000000
-login_args=(check 3 7 1 0 1 0 0 1 f4240 ea60 60000 0 f4240 dbba0 900000 0 f4240 36ee80 3600000 0 0)
 n=$((secs * 20000))
 rb() { redis-benchmark -p "$rport" -c "$conns" -n "$n" -r 1000000 --csv "$@" | tail -n 1 | tr -d '"' | cut -d, -f2; }
 log "redis-benchmark PING, c=$conns"
@@ -129,11 +112,11 @@ ping_p1=$(rb -P 1 -t ping_mbulk)
 log "redis-benchmark FCALL (3-rule login), c=$conns, -P 1 and -P 16"
 rcli config resetstat >/dev/null
 r0=$(cpu_ticks "$(redis_pid)")
-eval_p1=$(rb -P 1 fcall "$fn" "${#login_keys[@]}" "${login_keys[@]}" "${login_args[@]}")
+eval_p1=$(rb -P 1 fcall "$fn" "${#LOGIN_KEYS[@]}" "${LOGIN_KEYS[@]}" "${LOGIN_ARGS[@]}")
 r1=$(cpu_ticks "$(redis_pid)")
 eval_usec=$(fcall_usec)
 eval_calls=$(fcall_calls)
-eval_p16=$(rb -P 16 fcall "$fn" "${#login_keys[@]}" "${login_keys[@]}" "${login_args[@]}")
+eval_p16=$(rb -P 16 fcall "$fn" "${#LOGIN_KEYS[@]}" "${LOGIN_KEYS[@]}" "${LOGIN_ARGS[@]}")
 
 # 2. Bytes of one full 100-entry log, key as long as Guard's.
 fullkey="guard:v2:{0123456789abcdefghijklmn}l:login/user"

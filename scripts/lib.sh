@@ -260,3 +260,37 @@ ensure_chromium() {
 	log "installing chromium for the browser tests"
 	apt_install chromium
 }
+
+# guard_fn prints the name of Guard's Redis function library as
+# internal/limits/redis_func.go names it: guard_<first 16 hex digits of the
+# SHA-1 of internal/limits/redis.lua>. Run from the repository root.
+guard_fn() { echo "guard_$(sha1sum internal/limits/redis.lua | cut -c1-16)"; }
+
+# guard_fn_load PORT loads the library into the Redis on 127.0.0.1:PORT as
+# Guard does (redis_func.go), for benchmarks that call it directly.
+guard_fn_load() {
+	local fn
+	fn=$(guard_fn)
+	{
+		printf '#!lua name=%s\n' "$fn"
+		cat internal/limits/redis.lua
+		printf "\nredis.register_function('%s', run)\n" "$fn"
+	} | redis-cli -p "$1" -x function load replace >/dev/null
+}
+
+# login_call sets LOGIN_KEYS and LOGIN_ARGS to the keys and arguments Guard
+# sends for the login check of scripts/bench.sh's policy (read off MONITOR),
+# each identity __rand_int__ for redis-benchmark -r: 3 logs, the 2 struck
+# lock records of its failure dimensions, the manual-lockout records of the
+# 5 dimensions present, the trust record. Numbers are hexadecimal
+# (redis.lua's num()), the rules' keeps decimal: limit 1000000 = f4240,
+# windows 1 min, 15 min, 1 h.
+login_call() {
+	local u='guard:v2:{u__rand_int__}' ip='guard:v2:{ip__rand_int__}' d='guard:v2:{d__rand_int__}'
+	LOGIN_KEYS=("${ip}l:login/ip" "${u}l:login/user" "${d}l:login/device"
+		"${u}k:auth:user" "${u}k:auth:user+ip:x__rand_int__"
+		"${u}k:auth:user!m" "${ip}k:auth:ip!m" "${d}k:auth:device!m"
+		"${u}k:auth:user+ip!m:x__rand_int__" "${u}k:auth:user+device!m:y__rand_int__"
+		"${u}t:y__rand_int__")
+	LOGIN_ARGS=(check 3 7 1 0 1 0 0 1 f4240 ea60 60000 0 f4240 dbba0 900000 0 f4240 36ee80 3600000 0 0)
+}
