@@ -5,19 +5,25 @@
 -- stops after "limit" rows; the queries that use these indexes are stated
 -- in internal/audit/postgres.go (buildWhere), which must match them.
 --
--- On a big trail this builds every index of every partition while holding
--- a SHARE lock on audit_events (writes wait; Guard spools meanwhile), in
--- one transaction: docs/operations.md says how to build the partitions'
--- indexes beforehand with CREATE INDEX CONCURRENTLY so that this migration
--- only attaches them.
+-- On a big trail this builds every index of every partition in one
+-- transaction, holding a SHARE lock on the partitions: searches go on,
+-- writes wait (Guard spools meanwhile). The old indexes are renamed out of
+-- the way first and dropped last, because DROP INDEX takes an ACCESS
+-- EXCLUSIVE lock, which would stop searches too from there to the commit.
+-- docs/operations.md says how to build the partitions' indexes beforehand
+-- with CREATE INDEX CONCURRENTLY so that this migration only attaches them.
 --
 -- As in 000002: take partition maintenance's advisory lock first (held until
 -- this file's implicit transaction ends), so a live Guard's maintenance and
 -- this migration wait for each other instead of deadlocking.
 SELECT pg_advisory_xact_lock(hashtext('guard audit maintenance'));
 
-DROP INDEX IF EXISTS audit_events_user_idx, audit_events_ip_idx, audit_events_device_idx,
-    audit_events_action_idx, audit_events_reason_idx, audit_events_phone_idx;
+ALTER INDEX IF EXISTS audit_events_user_idx RENAME TO audit_events_user_idx_000002;
+ALTER INDEX IF EXISTS audit_events_ip_idx RENAME TO audit_events_ip_idx_000002;
+ALTER INDEX IF EXISTS audit_events_device_idx RENAME TO audit_events_device_idx_000002;
+ALTER INDEX IF EXISTS audit_events_action_idx RENAME TO audit_events_action_idx_000002;
+ALTER INDEX IF EXISTS audit_events_reason_idx RENAME TO audit_events_reason_idx_000002;
+ALTER INDEX IF EXISTS audit_events_phone_idx RENAME TO audit_events_phone_idx_000002;
 
 -- Identifiers are only ever matched by equality, so their b-trees are keyed
 -- by a 64-bit hash of the identifier and the time, (hash, at): 24-byte
@@ -71,3 +77,7 @@ CREATE INDEX audit_events_reason_idx ON audit_events (reason, at, id)
     WHERE reason <> 'ok';
 CREATE INDEX audit_events_decision_idx ON audit_events (decision, at, id)
     WHERE decision <> 'allow';
+
+DROP INDEX IF EXISTS audit_events_user_idx_000002, audit_events_ip_idx_000002,
+    audit_events_device_idx_000002, audit_events_action_idx_000002,
+    audit_events_reason_idx_000002, audit_events_phone_idx_000002;
