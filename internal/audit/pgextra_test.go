@@ -38,20 +38,36 @@ func TestMigrateUpDownUp(t *testing.T) {
 		}
 		return ok
 	}
+	// The definition of the user index tells the schemas apart: keyed by
+	// the text (000001) or by its hash (000003).
+	userIndex := func() string {
+		var def string
+		err := pool.QueryRow(ctx, `SELECT coalesce(pg_get_indexdef(to_regclass('audit_events_user_idx')), '')`).Scan(&def)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return def
+	}
+	const (
+		textIndex = "CREATE INDEX audit_events_user_idx ON ONLY public.audit_events USING btree (user_id, at DESC, id DESC)"
+		hashIndex = "CREATE INDEX audit_events_user_idx ON ONLY public.audit_events USING btree (hashtextextended(user_id, (0)::bigint), at) WHERE (user_id IS NOT NULL)"
+	)
 	steps := []struct {
 		direction   string
 		wantVersion uint
 		wantTable   bool
 		wantPhone   bool
+		wantIndex   string
 	}{
-		{MigrateVersion, 0, false, false},
-		{MigrateUp, 2, true, true},
-		{MigrateUp, 2, true, true}, // nothing to do is not an error
-		{MigrateDown, 1, true, false},
-		{MigrateDown, 0, false, false},
-		{MigrateDown, 0, false, false},
-		{MigrateUp, 2, true, true},
-		{MigrateVersion, 2, true, true},
+		{MigrateVersion, 0, false, false, ""},
+		{MigrateUp, 3, true, true, hashIndex},
+		{MigrateUp, 3, true, true, hashIndex}, // nothing to do is not an error
+		{MigrateDown, 2, true, true, textIndex},
+		{MigrateDown, 1, true, false, textIndex},
+		{MigrateDown, 0, false, false, ""},
+		{MigrateDown, 0, false, false, ""},
+		{MigrateUp, 3, true, true, hashIndex},
+		{MigrateVersion, 3, true, true, hashIndex},
 	}
 	for i, st := range steps {
 		v, dirty, err := Migrate(ctx, u, st.direction)
@@ -66,6 +82,9 @@ func TestMigrateUpDownUp(t *testing.T) {
 		}
 		if got := phoneExists(); got != st.wantPhone {
 			t.Errorf("step %d %s: got phone column %v, want %v", i, st.direction, got, st.wantPhone)
+		}
+		if got := userIndex(); got != st.wantIndex {
+			t.Errorf("step %d %s: got user index %q, want %q", i, st.direction, got, st.wantIndex)
 		}
 	}
 	// The schema works after the round trip.
