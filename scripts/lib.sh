@@ -294,3 +294,21 @@ login_call() {
 		"${u}t:y__rand_int__")
 	LOGIN_ARGS=(check 3 7 1 0 1 0 0 1 f4240 ea60 60000 0 f4240 dbba0 900000 0 f4240 36ee80 3600000 0 0)
 }
+
+# report_call sets REPORT_KEYS and REPORT_ARGS to a failed login's report
+# under the same policy (read off MONITOR): the 7 lock records and the trust
+# record, then per failure rule (user+ip 10 in 15 min, user 50 in 24 h) its
+# log, its lock record and its lockout index keys; the ladder 1, 5, 15 min,
+# decay 24 h. A new identity's failure strikes nothing.
+report_call() {
+	local u='guard:v2:{u__rand_int__}' ip='guard:v2:{ip__rand_int__}' d='guard:v2:{d__rand_int__}'
+	REPORT_KEYS=("${u}k:auth:user" "${u}k:auth:user+ip:x__rand_int__"
+		"${u}k:auth:user!m" "${ip}k:auth:ip!m" "${d}k:auth:device!m"
+		"${u}k:auth:user+ip!m:x__rand_int__" "${u}k:auth:user+device!m:y__rand_int__"
+		"${u}t:y__rand_int__"
+		"${u}f:login/user+ip/failures:x__rand_int__" "${u}k:auth:user+ip:x__rand_int__" "${u}x" "${ip}x"
+		"${u}f:login/user/failures" "${u}k:auth:user" "${u}x")
+	REPORT_ARGS=(report 7 1 1 0 0 2 5265c00 3 ea60 493e0 dbba0
+		a dbba0 dbba0 2 'auth|user+ip|u|ip|' '' 32 5265c00 5265c00 1 'auth|user|u||' ''
+		1 0 0 0 0 0 0 0)
+}

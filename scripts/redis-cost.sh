@@ -6,7 +6,8 @@
 # as Guard loads it, and redis-benchmark sends N1 and then N2 FCALLs of the
 # bench's 3-rule login check (scripts/lib.sh login_call: random identities,
 # so nearly every call creates its keys; one connection, 16 calls per
-# pipeline, as Guard's batcher sends them under load). Counters are zeroed
+# pipeline, as Guard's batcher sends them under load), and then of a failed
+# login's report under the same policy (report_call). Counters are zeroed
 # before and dumped after each run, so
 #
 #   instructions per call = (Ir(N2) - Ir(N1)) / (N2 - N1)
@@ -38,6 +39,7 @@ wait_for "Redis under callgrind" sh -c "redis-cli -p $PORT ping | grep -q PONG"
 guard_fn_load "$PORT"
 fn=$(guard_fn)
 login_call
+report_call
 
 # run N ARGS... prints the instructions Redis spent on N calls of ARGS.
 run() {
@@ -61,3 +63,5 @@ printf '%-40s %12s\n' "call ($fn)" "Ir/call"
 printf '%-40s %12d\n' "empty (check without keys)" "$(per_call fcall "$fn" 0 check 0 0 0 0 1 0 0 0 0)"
 printf '%-40s %12d\n' "login check (${#LOGIN_KEYS[@]} keys, allowed)" \
 	"$(per_call fcall "$fn" "${#LOGIN_KEYS[@]}" "${LOGIN_KEYS[@]}" "${LOGIN_ARGS[@]}")"
+printf '%-40s %12d\n' "failure report (${#REPORT_KEYS[@]} keys)" \
+	"$(per_call fcall "$fn" "${#REPORT_KEYS[@]}" "${REPORT_KEYS[@]}" "${REPORT_ARGS[@]}")"

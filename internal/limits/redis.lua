@@ -168,8 +168,7 @@ local function parseLock(v)
   return {tonumber(level), tonumber(since), tonumber(untilMs), tonumber(last), info}
 end
 
-local locks = {} -- report: i -> {key, spare, record or false}
-local nL, trustKey, trusted
+local trustKey, trusted
 local function isTrusted()
   if trusted == nil then
     local v = trustKey and tonumber(read(trustKey))
@@ -212,29 +211,6 @@ local function slow()
     return s
   end
 
-  -- activeLock returns the active lock that ends last (first of equals)
-  -- as index, record; index 0 when none.
-  local function activeLock()
-    local bi, br = 0, nil
-    for i = 1, nL do
-      local l = locks[i]
-      if not (l.spare and isTrusted()) then
-        if l.rec == 0 then l.rec = readLock(l.key) or false end
-        local r = l.rec
-        if r and r[3] > now and (bi == 0 or r[3] > br[3]) then bi, br = i, r end
-      end
-    end
-    return bi, br
-  end
-
-  local function readLocks()
-    -- rec: 0 until read, then the record or false.
-    for i = 1, nL do locks[i] = {key = key(), spare = false, rec = 0} end
-  end
-  local function readSpares()
-    for i = 1, nL do locks[i].spare = arg() == '1' end
-  end
-
   local function readEscalation()
     local e = {fails = {}}
     local nF = num()
@@ -265,9 +241,6 @@ local function slow()
     local rec = level .. '|' .. now .. '|' .. untilMs .. '|' .. now .. '|' .. f.info
     redis.call('SET', f.lock, rec, 'PX', max(max(untilMs, now + esc.decay) - now, 1))
     raw[f.lock] = rec
-    for _, l in ipairs(locks) do
-      if l.key == f.lock then l.rec = {level, now, untilMs, now, f.info} end
-    end
     for _, x in ipairs(f.idx) do
       redis.call('ZREMRANGEBYSCORE', x, '-inf', now)
       redis.call('ZADD', x, untilMs, f.lock)
@@ -338,7 +311,7 @@ local function slow()
     return held
   end
 
-  S.prefetch, S.readLog, S.activeLock, S.readLocks, S.readSpares = prefetch, readLog, activeLock, readLocks, readSpares
+  S.prefetch, S.readLog = prefetch, readLog
   S.readEscalation, S.strike, S.fail, S.unlog, S.readRecord = readEscalation, strike, fail, unlog, readRecord
   return S
 end
@@ -546,10 +519,9 @@ local function run(keys, args)
   -- replaced (a common check fills none of them).
   if next(raw) then raw = {} end
   if next(logs) then logs = {} end
-  if next(locks) then locks = {} end
   if next(struck) then struck = {} end
   if next(others) then others = {} end
-  nL, trustKey, trusted, esc = 0, nil, nil, nil
+  trustKey, trusted, esc = nil, nil, nil
 
   local op = arg()
 
@@ -669,27 +641,38 @@ local function run(keys, args)
   end
 
   if op == 'report' then
-    local X = slow()
-    nL = num()
+    local nL = num()
     local nT, failure, ttl, nC = num(), arg() == '1', num(), num()
-    X.readLocks()
+    -- Lock j is KEYS[lb+j], spared for a trusted device when ARGV[sb+j] is
+    -- '1'; the clear keys are KEYS[cb+1..cb+nC].
+    local lb = ki
+    ki = ki + nL
     if nT == 1 then trustKey = key() end
-    local clear = {}
-    for i = 1, nC do clear[i] = key() end
+    local cb = ki
+    ki = ki + nC
+    local X = slow()
     X.readEscalation()
-    X.readSpares()
+    local sb = ai
+    ai = ai + nL
     local rk = nil
     if num() == 1 then rk = key() end
-    local pre = {}
-    for i = 1, nL do pre[i] = locks[i].key end
-    if trustKey then pre[#pre + 1] = trustKey end
-    if failure then
+    -- One MGET: the locks and the trust record (side by side in KEYS) and,
+    -- for a failure, each failure rule's log and lock record.
+    local n = nL + nT
+    local v = {}
+    if failure and #esc.fails > 0 then
+      local pre = {}
+      for i = 1, n do pre[i] = KEYS[lb + i] end
       for _, f in ipairs(esc.fails) do
         pre[#pre + 1] = f.key
         pre[#pre + 1] = f.lock
       end
+      v = redis.call('MGET', tunpack(pre))
+      for i = n + 1, #pre do raw[pre[i]] = v[i] end
+    elseif n > 0 then
+      v = redis.call('MGET', tunpack(KEYS, lb + 1, lb + n))
     end
-    X.prefetch(pre)
+    if nT == 1 then raw[trustKey] = v[nL + 1] end
     -- A reservation record settles once: pending (a table) keeps or takes
     -- back its entries, settled ('s') makes this report change nothing.
     local held = rk and X.readRecord(rk)
@@ -704,19 +687,29 @@ local function run(keys, args)
           if at and at > 0 then X.unlog(f.key, at) end
         end
       end
-      for i = 1, nC do redis.call('DEL', clear[i]) end
+      for i = 1, nC do redis.call('DEL', KEYS[cb + i]) end
       if trustKey and ttl > 0 then
         redis.call('SET', trustKey, now + ttl, 'PX', ttl + 1000)
         trusted = true
       end
     end
     if held and held ~= 's' then redis.call('SET', rk, 's', 'KEEPTTL') end
-    local li, lr = X.activeLock()
+    -- The active lock that ends last (first of equals), after this
+    -- report's strikes (raw holds a struck record's new value).
+    local li, lr = 0, nil
+    for j = 1, nL do
+      local lv = raw[KEYS[lb + j]]
+      if lv == nil then lv = v[j] end
+      if lv and not (ARGV[sb + j] == '1' and isTrusted()) then
+        local r = parseLock(lv)
+        if r and r[3] > now and (li == 0 or r[3] > lr[3]) then li, lr = j, r end
+      end
+    end
     return finish({now, 0, 0, 0, 0, 0, '', 0}, li, lr)
   end
 
   if op == 'unlock' then
-    nL = num()
+    local nL = num()
     local nC = num()
     local active = 0
     for i = 1, nL do
