@@ -385,6 +385,10 @@ func (s *RedisStore) Close() error {
 var redisUnavailablePrefixes = []string{
 	"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY",
 	"NOREPLICAS", "MOVED", "ASK", "UNBLOCKED", "NOSCRIPT",
+	// At maxmemory with noeviction Redis refuses every FCALL of a function
+	// that may write (Guard's does) before it runs: answered from the
+	// fallback like any other Redis that cannot answer.
+	"OOM",
 }
 
 // redisError wraps err with context and, when the server could not be

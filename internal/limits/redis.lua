@@ -621,7 +621,9 @@ local function run(keys, args)
           local b = rb + 4 * (i - 1)
           local most = nil
           if floor(tonumber(ARGV[b + 4], 16) / 4) % 2 == 1 then most = tonumber(ARGV[b + 1], 16) + cost end
-          at[i] = append(KEYS[i], v[i] or '', cost, ARGV[b + 3], most)
+          -- Cached for a reservation, whose failure logs the store allows
+        -- to be a rule's log too: its fail() must see this entry.
+        at[i] = append(KEYS[i], v[i] or '', cost, ARGV[b + 3], most, escRes ~= nil)
         end
       end
       if nO > 0 then kinds().record(cost) end

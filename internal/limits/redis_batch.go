@@ -128,7 +128,7 @@ func (b *batcher) exec(batch []*pending) {
 		c := live[0]
 		c.res, c.err = b.fcall(c.ctx, b.client, c)
 		if functionMissing(c.err) {
-			if c.err = b.fn.load(c.ctx, b.client); c.err == nil {
+			if c.err = b.fn.reload(c.ctx, b.client); c.err == nil {
 				c.res, c.err = b.fcall(c.ctx, b.client, c)
 			}
 		}
@@ -155,7 +155,7 @@ func (b *batcher) exec(batch []*pending) {
 	// "Function not found": load the library once and send those calls
 	// again together, rather than one after another while their budgets
 	// run out.
-	if err := b.fn.load(ctx, b.client); err != nil {
+	if err := b.fn.reload(ctx, b.client); err != nil {
 		for _, i := range again {
 			live[i].err = err
 			close(live[i].done)

@@ -88,3 +88,56 @@ func TestRedisClusterSpansSlots(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisClusterReloadsWithAMasterDown: a master that lost the function
+// library (restart, FUNCTION FLUSH) gets it again while another master is
+// unreachable: the reload after "Function not found" loads wherever it
+// can instead of failing on the first unreachable node.
+func TestRedisClusterReloadsWithAMasterDown(t *testing.T) {
+	addrs := testenv.PrivateRedisCluster(t)
+	s := newClusterTestStore(t, addrs)
+	ctx := context.Background()
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatalf("prepare: %v", err)
+	}
+	key := "{a}l:reload"
+	rule := []Rule{{Key: key, Limit: 10, Window: time.Minute}}
+	if _, err := s.Check(ctx, &CheckRequest{Rules: rule, Cost: 1}); err != nil {
+		t.Fatalf("first check: %v", err)
+	}
+	cc := s.client.(*redis.ClusterClient)
+	own, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		t.Fatalf("master for %s: %v", key, err)
+	}
+	// The healthy masters keep serving their slots however long the
+	// stopped one stays away (no timing in this test).
+	for _, a := range addrs {
+		n := redis.NewClient(&redis.Options{Addr: a})
+		if err := n.ConfigSet(ctx, "cluster-require-full-coverage", "no").Err(); err != nil {
+			t.Fatalf("%s: config set: %v", a, err)
+		}
+		n.Close()
+	}
+	if err := own.FunctionFlush(ctx).Err(); err != nil {
+		t.Fatalf("function flush: %v", err)
+	}
+	for _, a := range addrs {
+		if a == own.Options().Addr {
+			continue
+		}
+		n := redis.NewClient(&redis.Options{Addr: a})
+		_ = n.ShutdownNoSave(ctx).Err() // the connection drops: no reply
+		n.Close()
+		break
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	res, err := s.Check(cctx, &CheckRequest{Rules: rule, Cost: 1})
+	if err != nil {
+		t.Fatalf("check on a healthy master after its FUNCTION FLUSH, another master down: %v", err)
+	}
+	if !res.Allowed || res.Rules[0].Count != 2 {
+		t.Errorf("check: allowed %v count %d, want allowed count 2", res.Allowed, res.Rules[0].Count)
+	}
+}

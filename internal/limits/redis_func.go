@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -44,6 +45,40 @@ func (f *redisFunc) load(ctx context.Context, c redis.UniversalClient) error {
 		})
 	}
 	return c.FunctionLoadReplace(ctx, f.code).Err()
+}
+
+// reload is load after a call met "Function not found". On Cluster it
+// loads into every master it can reach and fails only when none took the
+// library: one unreachable master must not keep it from the node the call
+// needs (the call that follows tells whether that node has it now).
+func (f *redisFunc) reload(ctx context.Context, c redis.UniversalClient) error {
+	cc, ok := c.(*redis.ClusterClient)
+	if !ok {
+		return f.load(ctx, c)
+	}
+	var (
+		mu     sync.Mutex
+		loaded int
+		first  error
+	)
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+		err := n.FunctionLoadReplace(ctx, f.code).Err()
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil {
+			loaded++
+		} else if first == nil {
+			first = err
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return err
+	case loaded == 0 && first != nil:
+		return first
+	}
+	return nil
 }
 
 // functionMissing reports whether err is Redis's answer to an FCALL of a

@@ -2,8 +2,10 @@ package limits
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"testing"
+	"time"
 
 	"github.com/guardhq/guard/internal/testenv"
 )
@@ -43,5 +45,63 @@ func TestRedisFunc(t *testing.T) {
 	}
 	if _, err := c.FCall(ctx, fn.name, nil, "nope").Result(); err == nil || functionMissing(err) || redisUnavailable(err) {
 		t.Errorf("unknown op: got %v, want a plain script error", err)
+	}
+}
+
+// TestRedisReserveSharesRuleLog: the store allows a reservation's failure
+// log to be a rule's log too; the check's entry and the reservation's
+// provisional failure both land in it, on Redis as in memory (a check
+// once wrote the failure over the entry it had just appended).
+func TestRedisReserveSharesRuleLog(t *testing.T) {
+	ctx := context.Background()
+	redisURL, prefix := testenv.Redis(t)
+	rs, _, _ := newRedisTestStore(t, redisURL, prefix)
+	ms := NewMemory(MemoryConfig{})
+	defer ms.Close()
+	for _, st := range []struct {
+		name string
+		s    Store
+	}{{"redis", rs}, {"memory", ms}} {
+		k := prefix + st.name + ":log"
+		rule := []Rule{{Key: k, Limit: 5, Window: time.Hour}}
+		req := CheckRequest{Cost: 1, Nonce: "n1", Rules: rule,
+			Reserve: &Reservation{Escalation: Escalation{Failures: []FailureRule{{Key: k, Limit: 5, Window: time.Hour,
+				LockKey: prefix + st.name + ":lock", Info: "i"}}, Ladder: []time.Duration{time.Hour}},
+				Records: []string{prefix + st.name + ":rec"}, TTL: time.Hour}}
+		if _, err := st.s.Check(ctx, &req); err != nil {
+			t.Fatalf("%s: reserving check: %v", st.name, err)
+		}
+		res, err := st.s.Check(ctx, &CheckRequest{Cost: 1, DryRun: true, Nonce: "n2", Rules: rule})
+		if err != nil {
+			t.Fatalf("%s: dry check: %v", st.name, err)
+		}
+		// A dry run counts itself: the log holds Count-1 entries.
+		if got := res.Rules[0].Count - 1; got != 2 {
+			t.Errorf("%s: the shared log holds %d entries, want 2 (the check's and the reservation's)", st.name, got)
+		}
+	}
+}
+
+// TestRedisOOMIsUnavailable: at maxmemory with noeviction Redis refuses
+// the FCALL before it runs; that is a Redis that cannot answer (the
+// failover store answers from its fallback), not a bad request.
+func TestRedisOOMIsUnavailable(t *testing.T) {
+	srv := testenv.PrivateRedis(t)
+	s, c, _ := newRedisTestStore(t, srv.URL(), privateRedisPrefix)
+	ctx := context.Background()
+	rule := []Rule{{Key: privateRedisPrefix + "{o}l:x", Limit: 10, Window: time.Minute}}
+	if _, err := s.Check(ctx, &CheckRequest{Rules: rule, Cost: 1}); err != nil {
+		t.Fatalf("check before maxmemory: %v", err)
+	}
+	if err := c.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.ConfigSet(ctx, "maxmemory", "0")
+	_, err := s.Check(ctx, &CheckRequest{Rules: rule, Cost: 1})
+	if err == nil || !errors.Is(err, ErrUnavailable) {
+		t.Errorf("check at maxmemory: got %v, want an error matching ErrUnavailable", err)
 	}
 }
