@@ -21,8 +21,23 @@ import (
 // (Redis TIME and the local one) only shift Reset and RetryAfter, which are
 // compared within a tolerance.
 func TestRedisMatchesMemory(t *testing.T) {
+	runDifferential(t, 1, 100, false)
+}
+
+// TestRedisMatchesMemoryReservations is TestRedisMatchesMemory with
+// reservations (reserve_failures: checks that reserve, reports that settle
+// one of the sequence's records, some twice, some never) and challenge
+// rules, passed or not.
+func TestRedisMatchesMemoryReservations(t *testing.T) {
+	runDifferential(t, 7, 200, true)
+}
+
+// runDifferential runs sequences random sequences (PCG stream stream) of
+// Check, Report and Unlock against a RedisStore and a fresh MemoryStore
+// each and fails at the first answer they disagree on; reserve adds
+// reservations and challenge rules to the requests.
+func runDifferential(t *testing.T, stream uint64, sequences int, reserve bool) {
 	const (
-		sequences = 100
 		steps     = 40
 		tolerance = time.Second
 	)
@@ -33,21 +48,28 @@ func TestRedisMatchesMemory(t *testing.T) {
 		p := fmt.Sprintf("%s%d:", prefix, seq)
 		ms := NewMemory(MemoryConfig{})
 		t.Cleanup(func() { ms.Close() })
-		g := diffGen{r: rand.New(rand.NewPCG(seq, 1)), prefix: p}
+		g := diffGen{r: rand.New(rand.NewPCG(seq, stream)), prefix: p}
 		var history []string
+		records := 0
 		for step := range steps {
 			nonce := fmt.Sprintf("s%d", step)
 			var got, want string
 			switch op := g.r.IntN(10); {
 			case op < 6:
 				req := g.check(nonce)
-				history = append(history, fmt.Sprintf("check %+v", req))
+				if reserve {
+					records = g.reserve(&req, records)
+				}
+				history = append(history, fmt.Sprintf("check %+v reserve %+v", req, req.Reserve))
 				r1, e1 := rs.Check(ctx, &req)
 				r2, e2 := ms.Check(ctx, &req)
 				got = diffCheck(r1, e1, nil, tolerance)
 				want = diffCheck(r2, e2, r1.Rules, tolerance)
 			case op < 9:
 				req := g.report(nonce)
+				if reserve && records > 0 && g.r.IntN(2) == 0 {
+					req.Records = []string{g.record(1 + g.r.IntN(records))}
+				}
 				history = append(history, fmt.Sprintf("report %+v", req))
 				r1, e1 := rs.Report(ctx, &req)
 				r2, e2 := ms.Report(ctx, &req)
@@ -68,6 +90,23 @@ func TestRedisMatchesMemory(t *testing.T) {
 		}
 	}
 }
+
+// reserve makes some of req's rules challenge rules (some passed) and, one
+// time in two, has a check that is no dry run reserve under a new record;
+// it returns the number of records made so far.
+func (g *diffGen) reserve(req *CheckRequest, records int) int {
+	for i := range req.Rules {
+		req.Rules[i].Challenge = g.r.IntN(3) == 0
+		req.Rules[i].Passed = req.Rules[i].Challenge && g.r.IntN(2) == 0
+	}
+	if g.r.IntN(2) == 0 && !req.DryRun {
+		records++
+		req.Reserve = &Reservation{Escalation: g.escalation(), Records: []string{g.record(records)}, TTL: time.Hour}
+	}
+	return records
+}
+
+func (g *diffGen) record(i int) string { return g.prefix + fmt.Sprintf("rec%d", i) }
 
 // diffGen draws requests over a small set of keys under prefix.
 type diffGen struct {
