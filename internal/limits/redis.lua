@@ -10,9 +10,9 @@
 -- Arguments are streams read in order (KEYS by key(), ARGV by arg()/num()),
 -- so each section below names its fields instead of offsets; a check's
 -- rules, fixed in size, are read by index. Every number in ARGV is
--- hexadecimal (see num()) but a check rule's keep, which is decimal: the
--- script passes it on as SET's PX unconverted (a Lua number would be
--- formatted by printf there).
+-- hexadecimal (see num()) but a check rule's and a failure rule's keep,
+-- which are decimal: the function passes them on as SET's PX unconverted
+-- (a Lua number would be formatted by printf there).
 --
 -- ARGV: op ("check", "report", "unlock" or "rollback"), then per op:
 --   check:    nR nL nT nO cost dry(0/1) denyFail(0/1), spares (bit j-1
@@ -29,7 +29,7 @@
 --   undo:     kind cost at limit window member (one other rule's share;
 --             cost in decimal: a bucket's may be a fraction)
 --   escalation: nF decay nS, nS ladder steps, then per failure rule:
---             limit window keep nX info member ('' for a log)
+--             limit window keep (decimal) nX info member ('' for a log)
 -- KEYS, in the order the sections name them:
 --   check:    nR rule logs, nL lock records, nT (0/1) trust record, nO
 --             other rules' keys (these four: the one MGET), escalation
@@ -211,23 +211,25 @@ local function slow()
     return s
   end
 
+  -- readEscalation reads an escalation section into esc: its fields
+  -- first, then each table whole (a table grown field by field rehashes
+  -- as it grows). A failure rule's lockout index keys stay in KEYS,
+  -- KEYS[x+1..x+nX], read by strike().
   local function readEscalation()
-    local e = {fails = {}}
-    local nF = num()
-    e.decay = num()
-    local nS = num()
-    e.ladder = {}
-    for i = 1, nS do e.ladder[i] = num() end
+    local nF, decay, nS = num(), num(), num()
+    local ladder = {}
+    for i = 1, nS do ladder[i] = num() end
+    local fails = {}
     for i = 1, nF do
-      local f = {limit = num(), window = num(), keep = num(), idx = {}, info = false, key = false, lock = false}
-      local nX = num()
-      f.info = arg()
-      f.member = arg() or ''
-      f.key, f.lock = key(), key()
-      for j = 1, nX do f.idx[j] = key() end
-      e.fails[i] = f
+      -- keep in decimal: append() and setSee() pass it on as PX.
+      local limit, window, keep, nX = num(), num(), arg(), num()
+      local info, member = arg(), arg() or ''
+      local k, lock = key(), key()
+      fails[i] = {limit = limit, window = window, keep = keep, info = info, member = member,
+        key = k, lock = lock, x = ki, nX = nX}
+      ki = ki + nX
     end
-    esc = e
+    esc = {fails = fails, decay = decay, ladder = ladder}
   end
 
   -- strike raises failure rule i's lock by one level and restarts it.
@@ -241,7 +243,8 @@ local function slow()
     local rec = level .. '|' .. now .. '|' .. untilMs .. '|' .. now .. '|' .. f.info
     redis.call('SET', f.lock, rec, 'PX', max(max(untilMs, now + esc.decay) - now, 1))
     raw[f.lock] = rec
-    for _, x in ipairs(f.idx) do
+    for j = 1, f.nX do
+      local x = KEYS[f.x + j]
       redis.call('ZREMRANGEBYSCORE', x, '-inf', now)
       redis.call('ZADD', x, untilMs, f.lock)
       if redis.call('PTTL', x) < untilMs - now then redis.call('PEXPIRE', x, untilMs - now) end
@@ -663,8 +666,7 @@ local function run(keys, args)
     local n = nL + nT
     local v = {}
     if failure and #esc.fails > 0 then
-      local pre = {}
-      for i = 1, n do pre[i] = KEYS[lb + i] end
+      local pre = {tunpack(KEYS, lb + 1, lb + n)}
       for _, f in ipairs(esc.fails) do
         pre[#pre + 1] = f.key
         pre[#pre + 1] = f.lock

@@ -297,7 +297,7 @@ func escalationSection(keys []string, args []any, e *Escalation, fails []Failure
 		args = append(args, hxp(d.Milliseconds()))
 	}
 	for _, f := range fails {
-		args = append(args, hxp(f.Limit), hxp(f.Window.Milliseconds()), hxp(keepMs(f.Keep, f.Window)), hx(len(f.Indexes)), f.Info, f.Distinct)
+		args = append(args, hxp(f.Limit), hxp(f.Window.Milliseconds()), decArgs.get(keepMs(f.Keep, f.Window)), hx(len(f.Indexes)), f.Info, f.Distinct)
 		keys = append(keys, f.Key, f.LockKey)
 		keys = append(keys, f.Indexes...)
 	}
