@@ -5,7 +5,7 @@
 -- name: the helpers are defined once, when the library loads, not on every
 -- call as an EVAL script's would be. internal/limits/store.go is the
 -- specification; redis_call.go builds the arguments and reads the reply, and
--- computes remaining, reset and retry-after from what this script returns.
+-- computes remaining, reset and retry-after from what this function returns.
 --
 -- Arguments are streams read in order (KEYS by key(), ARGV by arg()/num()),
 -- so each section below names its fields instead of offsets; a check's
@@ -14,7 +14,7 @@
 -- which are decimal: the function passes them on as SET's PX unconverted
 -- (a Lua number would be formatted by printf there).
 --
--- ARGV: op ("check", "report", "unlock" or "rollback"), then per op:
+-- ARGV: op ("check", "report", "unlock", "rollback", "undo" or "release"), then per op:
 --   check:    nR nL nT nO cost dry(0/1) denyFail(0/1), spares (bit j-1
 --             set: lock j is spared when the device is trusted), per
 --             rule: limit window keep (decimal) flags (1 shadow + 2
