@@ -310,5 +310,5 @@ report_call() {
 		"${u}f:login/user/failures" "${u}k:auth:user" "${u}x")
 	REPORT_ARGS=(report 7 1 1 0 0 2 5265c00 3 ea60 493e0 dbba0
 		a dbba0 900000 2 'auth|user+ip|u|ip|' '' 32 5265c00 86400000 1 'auth|user|u||' ''
-		1 0 0 0 0 0 0 0)
+		1 0)
 }

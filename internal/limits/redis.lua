@@ -21,8 +21,8 @@
 --             challenge + 4 passed), the escalation when denyFail, per other rule: kind
 --             limit window keep flags member, then reserve(0/1), and when
 --             1: ttl, escalation
---   report:   nL nT failure(0/1) trustTTL nC, escalation, per lock: spare,
---             then nRec (0/1)
+--   report:   nL nT failure(0/1) trustTTL nC, escalation, spares (as a
+--             check's), then nRec (0/1)
 --   release:  nF
 --   unlock:   nL nC
 --   rollback: nK cost at
@@ -168,13 +168,28 @@ local function parseLock(v)
   return {tonumber(level), tonumber(since), tonumber(untilMs), tonumber(last), info}
 end
 
+-- isTrusted reports whether the call's trust record, whose value tv the
+-- call's MGET read, trusts the device (false without a trust record).
 local trustKey, trusted
-local function isTrusted()
+local function isTrusted(tv)
   if trusted == nil then
-    local v = trustKey and tonumber(read(trustKey))
-    trusted = v and v > now or false
+    local x = trustKey and tonumber(tv)
+    trusted = x ~= nil and x > now
   end
   return trusted
+end
+
+-- spared reports whether bit j-1 of a spares mask is set: lock j spares a
+-- trusted device.
+local function spared(mask, j) return floor(mask / 2 ^ (j - 1)) % 2 == 1 end
+
+-- later returns lock j (value lv) and its record when it is active and
+-- ends after the lock li (record lr) found so far, else li and lr: the
+-- active lock that ends last, first of equals.
+local function later(li, lr, j, lv)
+  local r = parseLock(lv)
+  if r and r[3] > now and (li == 0 or r[3] > lr[3]) then return j, r end
+  return li, lr
 end
 
 local esc, struck = nil, {}
@@ -568,16 +583,7 @@ local function run(keys, args)
     local li, lr = 0, nil
     for j = 1, nL do
       local lv = v[nR + j]
-      if lv then
-        if trusted == nil and trustKey then
-          local x = tonumber(v[nR + nL + 1])
-          trusted = x ~= nil and x > now
-        end
-        if not (floor(spares / 2 ^ (j - 1)) % 2 == 1 and trusted) then
-          local r = parseLock(lv)
-          if r and r[3] > now and (li == 0 or r[3] > lr[3]) then li, lr = j, r end
-        end
-      end
+      if lv and not (spared(spares, j) and isTrusted(v[nR + nL + 1])) then li, lr = later(li, lr, j, lv) end
     end
     local allowed = li == 0
     -- hard: an enforced rule that does not challenge denies.
@@ -648,8 +654,8 @@ local function run(keys, args)
   if op == 'report' then
     local nL = num()
     local nT, failure, ttl, nC = num(), arg() == '1', num(), num()
-    -- Lock j is KEYS[lb+j], spared for a trusted device when ARGV[sb+j] is
-    -- '1'; the clear keys are KEYS[cb+1..cb+nC].
+    -- Lock j is KEYS[lb+j], spared for a trusted device when
+    -- spared(spares, j); the clear keys are KEYS[cb+1..cb+nC].
     local lb = ki
     ki = ki + nL
     if nT == 1 then trustKey = key() end
@@ -657,8 +663,7 @@ local function run(keys, args)
     ki = ki + nC
     local X = slow()
     X.readEscalation()
-    local sb = ai
-    ai = ai + nL
+    local spares = num()
     local rk = nil
     if num() == 1 then rk = key() end
     -- One MGET: the locks and the trust record (side by side in KEYS) and,
@@ -676,7 +681,6 @@ local function run(keys, args)
     elseif n > 0 then
       v = redis.call('MGET', tunpack(KEYS, lb + 1, lb + n))
     end
-    if nT == 1 then raw[trustKey] = v[nL + 1] end
     -- A reservation record settles once: pending (a table) keeps or takes
     -- back its entries, settled ('s') makes this report change nothing.
     local held = rk and X.readRecord(rk)
@@ -704,10 +708,7 @@ local function run(keys, args)
     for j = 1, nL do
       local lv = raw[KEYS[lb + j]]
       if lv == nil then lv = v[j] end
-      if lv and not (ARGV[sb + j] == '1' and isTrusted()) then
-        local r = parseLock(lv)
-        if r and r[3] > now and (li == 0 or r[3] > lr[3]) then li, lr = j, r end
-      end
+      if lv and not (spared(spares, j) and isTrusted(v[nL + 1])) then li, lr = later(li, lr, j, lv) end
     end
     return finish({now, 0, 0, 0, 0, 0, '', 0}, li, lr)
   end

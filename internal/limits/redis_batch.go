@@ -137,13 +137,12 @@ func (b *batcher) exec(batch []*pending) {
 	}
 	ctx, cancel := batchContext(live)
 	defer cancel()
-	cmds := make([]*redis.Cmd, len(live))
-	b.pipeline(ctx, live, cmds, nil)
-	var again []int
+	cmds := b.pipeline(ctx, live)
+	var again []*pending
 	for i, c := range live {
 		c.res, c.err = cmds[i].Slice()
 		if functionMissing(c.err) {
-			again = append(again, i)
+			again = append(again, c)
 			continue
 		}
 		close(c.done)
@@ -156,16 +155,15 @@ func (b *batcher) exec(batch []*pending) {
 	// again together, rather than one after another while their budgets
 	// run out.
 	if err := b.fn.reload(ctx, b.client); err != nil {
-		for _, i := range again {
-			live[i].err = err
-			close(live[i].done)
+		for _, c := range again {
+			c.err = err
+			close(c.done)
 		}
 		return
 	}
-	b.pipeline(ctx, live, cmds, again)
-	for _, i := range again {
-		live[i].res, live[i].err = cmds[i].Slice()
-		close(live[i].done)
+	for i, cmd := range b.pipeline(ctx, again) {
+		again[i].res, again[i].err = cmd.Slice()
+		close(again[i].done)
 	}
 }
 
@@ -174,20 +172,16 @@ func (b *batcher) fcall(ctx context.Context, c redis.Cmdable, p *pending) ([]any
 	return c.FCall(ctx, b.fn.name, p.keys, p.args...).Slice()
 }
 
-// pipeline sends the calls of live at indexes only (every call when nil)
-// as one pipeline, their commands into cmds; errors are per command.
-func (b *batcher) pipeline(ctx context.Context, live []*pending, cmds []*redis.Cmd, only []int) {
+// pipeline sends calls as one pipeline and returns their commands; errors
+// are per command.
+func (b *batcher) pipeline(ctx context.Context, calls []*pending) []*redis.Cmd {
 	pipe := b.client.Pipeline()
-	if only == nil {
-		for i, c := range live {
-			cmds[i] = pipe.FCall(ctx, b.fn.name, c.keys, c.args...)
-		}
-	} else {
-		for _, i := range only {
-			cmds[i] = pipe.FCall(ctx, b.fn.name, live[i].keys, live[i].args...)
-		}
+	cmds := make([]*redis.Cmd, len(calls))
+	for i, c := range calls {
+		cmds[i] = pipe.FCall(ctx, b.fn.name, c.keys, c.args...)
 	}
 	_, _ = pipe.Exec(ctx)
+	return cmds
 }
 
 func batchContext(calls []*pending) (context.Context, context.CancelFunc) {

@@ -244,7 +244,7 @@ func (g *callGroup) build(req any) ([]string, []any) {
 		}
 		keys = append(keys, g.clear...)
 		keys, args = g.escalation(keys, args)
-		args = g.spares(args, req.Locks)
+		args = append(args, g.spareMask(req.Locks))
 		if g.record != "" {
 			args = append(args, "1")
 			keys = append(keys, g.record)
@@ -262,19 +262,14 @@ func (g *callGroup) lockKeys(keys []string, locks []LockRef) []string {
 	return keys
 }
 
-func (g *callGroup) spares(args []any, locks []LockRef) []any {
-	for _, i := range g.locks {
-		args = append(args, redisFlag(locks[i].SpareIfTrusted))
-	}
-	return args
-}
-
-// spareMask is a check's spares argument: bit j-1 set when lock j is
-// spared for a trusted device.
+// spareMask is the spares argument of a check or a report: bit j-1 set
+// when the group's lock j is spared for a trusted device. Lua's numbers
+// hold 53 bits: a lock beyond the 53rd (no policy has so many) is never
+// spared, which is stricter, never looser.
 func (g *callGroup) spareMask(locks []LockRef) any {
 	var m int64
 	for j, i := range g.locks {
-		if locks[i].SpareIfTrusted && j < 62 {
+		if locks[i].SpareIfTrusted && j < 53 {
 			m |= 1 << j
 		}
 	}
