@@ -39,11 +39,7 @@ ensure_go
 command -v redis-server >/dev/null 2>&1 || apt_install redis-server
 command -v redis-benchmark >/dev/null 2>&1 || apt_install redis-tools
 command -v wrk >/dev/null 2>&1 || apt_install wrk
-pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
-if [ -z "$pgbin" ]; then
-	apt_install postgresql
-	pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
-fi
+pgbin=$(private_pg_bin)
 
 secs=${BENCH_SECONDS:-10}
 conns=${BENCH_CONNECTIONS:-50}
@@ -62,9 +58,7 @@ cleanup() {
 	[ -n "$raw_pid" ] && kill "$raw_pid" 2>/dev/null
 	[ -n "$envoy_pid" ] && kill "$envoy_pid" 2>/dev/null
 	redis-cli -p "$rport" shutdown nosave >/dev/null 2>&1 || true
-	if [ -f "$work/pg/postmaster.pid" ]; then
-		as_postgres "$pgbin/pg_ctl" -D "$work/pg" -m fast stop >/dev/null 2>&1 || true
-	fi
+	private_pg_stop "$pgbin" "$work/pg"
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -92,10 +86,7 @@ us_per() { awk -v t="$1" -v n="$2" -v hz="$tick" 'BEGIN { if (n > 0) printf "%.1
 log "private Redis on 127.0.0.1:$rport, Postgres on 127.0.0.1:$pgport (in $work)"
 redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --daemonize yes \
 	--pidfile "$work/redis.pid" --dir "$work" --logfile "$work/redis.log"
-mkdir "$work/pg" && chown postgres "$work/pg" 2>/dev/null || true
-as_postgres "$pgbin/initdb" -D "$work/pg" -A trust -U postgres >/dev/null
-as_postgres "$pgbin/pg_ctl" -D "$work/pg" -l "$work/pg/log" -w \
-	-o "-p $pgport -k $work/pg -c listen_addresses=127.0.0.1" start >/dev/null
+private_pg_start "$pgbin" "$work/pg" "$pgport"
 wait_for "private Redis" sh -c "redis-cli -p $rport ping | grep -q PONG"
 psql -w "postgres://postgres@127.0.0.1:$pgport/postgres" -qAtc "CREATE DATABASE guard" >/dev/null
 db="postgres://postgres@127.0.0.1:$pgport/guard?sslmode=disable"

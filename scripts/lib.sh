@@ -312,3 +312,30 @@ report_call() {
 		a dbba0 900000 2 'auth|user+ip|u|ip|' '' 32 5265c00 86400000 1 'auth|user|u||' ''
 		1 0)
 }
+
+# private_pg_bin prints the newest installed Postgres's bin directory,
+# installing postgresql with apt-get when there is none.
+private_pg_bin() {
+	local bin
+	bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+	if [ -z "$bin" ]; then
+		apt_install postgresql >&2
+		bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+	fi
+	echo "$bin"
+}
+
+# private_pg_start BIN DIR PORT makes a new cluster in DIR (trust auth,
+# user postgres) and starts it on 127.0.0.1:PORT, for benchmarks that must
+# not share the machine's Postgres; private_pg_stop BIN DIR stops it.
+private_pg_start() {
+	mkdir "$2" && chown postgres "$2" 2>/dev/null || true
+	as_postgres "$1/initdb" -D "$2" -A trust -U postgres >/dev/null
+	as_postgres "$1/pg_ctl" -D "$2" -l "$2/log" -w \
+		-o "-p $3 -k $2 -c listen_addresses=127.0.0.1" start >/dev/null
+}
+private_pg_stop() {
+	if [ -f "$2/postmaster.pid" ]; then
+		as_postgres "$1/pg_ctl" -D "$2" -m fast stop >/dev/null 2>&1 || true
+	fi
+}

@@ -12,26 +12,17 @@ GUARD_SCRIPT=pgrow
 . ./scripts/lib.sh
 
 ensure_go
-pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
-if [ -z "$pgbin" ]; then
-	apt_install postgresql
-	pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
-fi
+pgbin=$(private_pg_bin)
 port=${PGROW_PORT:-5498}
 work=$(mktemp -d /tmp/guard-pgrow.XXXXXX)
 chmod 755 "$work"
 cleanup() {
-	if [ -f "$work/pg/postmaster.pid" ]; then
-		as_postgres "$pgbin/pg_ctl" -D "$work/pg" -m fast stop >/dev/null 2>&1 || true
-	fi
+	private_pg_stop "$pgbin" "$work/pg"
 	rm -rf "$work"
 }
 trap cleanup EXIT
 
-mkdir "$work/pg" && chown postgres "$work/pg" 2>/dev/null || true
-as_postgres "$pgbin/initdb" -D "$work/pg" -A trust -U postgres >/dev/null
-as_postgres "$pgbin/pg_ctl" -D "$work/pg" -l "$work/pg/log" -w \
-	-o "-p $port -k $work/pg -c listen_addresses=127.0.0.1" start >/dev/null
+private_pg_start "$pgbin" "$work/pg" "$port"
 psql -w "postgres://postgres@127.0.0.1:$port/postgres" -qAtc "CREATE DATABASE pgrow" >/dev/null
 log "private Postgres $("$pgbin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 go build -o "$work/pgrow" ./scripts/pgrow

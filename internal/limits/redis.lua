@@ -329,7 +329,7 @@ local function slow()
     return held
   end
 
-  S.prefetch, S.readLog = prefetch, readLog
+  S.prefetch = prefetch
   S.readEscalation, S.strike, S.fail, S.unlog, S.readRecord = readEscalation, strike, fail, unlog, readRecord
   return S
 end
