@@ -122,9 +122,11 @@ func (g *diffGen) hours(n int) time.Duration {
 
 func (g *diffGen) escalation() Escalation {
 	e := Escalation{Decay: time.Duration(g.r.IntN(3)) * time.Hour}
-	for range 1 + g.r.IntN(2) {
+	// Each failure rule has a log of its own (validateEscalation).
+	keys := g.r.Perm(3)
+	for i := range 1 + g.r.IntN(2) {
 		e.Failures = append(e.Failures, FailureRule{
-			Key: g.key(), Limit: 1 + g.r.IntN(3), Window: g.hours(3), LockKey: g.lock(), Info: "i",
+			Key: g.prefix + fmt.Sprintf("k%d", keys[i]), Limit: 1 + g.r.IntN(3), Window: g.hours(3), LockKey: g.lock(), Info: "i",
 		})
 	}
 	// Steps in minutes over a wide range: two lockouts struck by separate

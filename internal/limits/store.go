@@ -191,7 +191,8 @@ type FailureRule struct {
 
 // Escalation is the lockout policy applied when failures strike.
 type Escalation struct {
-	// Failures are the logs that receive one entry per failure.
+	// Failures are the logs that receive one entry per failure, each
+	// rule a log (Key) of its own.
 	Failures []FailureRule
 	// Ladder holds the lockout duration of each level; at least one step.
 	Ladder []time.Duration

@@ -175,6 +175,14 @@ func validateEscalation(esc *Escalation) error {
 		if len(f.Info) > maxInfo {
 			return fmt.Errorf("failure rule %d: info of %d bytes: at most %d", i, len(f.Info), maxInfo)
 		}
+		// One failure adds one entry to each rule's log, and a success
+		// takes a reservation's entry back from each: a log two rules
+		// shared would count every failure twice.
+		for j := range i {
+			if esc.Failures[j].Key == f.Key {
+				return fmt.Errorf("failure rule %d: key %q is failure rule %d's too: each failure rule has a log of its own", i, f.Key, j)
+			}
+		}
 	}
 	return nil
 }
