@@ -282,7 +282,7 @@ guard_fn_load() {
 # sends for the login check of scripts/bench.sh's policy (read off MONITOR),
 # each identity __rand_int__ for redis-benchmark -r: 3 logs, the 2 struck
 # lock records of its failure dimensions, the manual-lockout records of the
-# 5 dimensions present, the trust record. Numbers are hexadecimal
+# 5 dimensions present, the trust record. The spec (redis.lua) is one argument, then cost and flags. Numbers are hexadecimal
 # (redis.lua's num()), the rules' keeps decimal: limit 1000000 = f4240,
 # windows 1 min, 15 min, 1 h.
 login_call() {
@@ -292,7 +292,7 @@ login_call() {
 		"${u}k:auth:user!m" "${ip}k:auth:ip!m" "${d}k:auth:device!m"
 		"${u}k:auth:user+ip!m:x__rand_int__" "${u}k:auth:user+device!m:y__rand_int__"
 		"${u}t:y__rand_int__")
-	LOGIN_ARGS=(check 3 7 1 0 1 0 0 1 f4240 ea60 60000 0 f4240 dbba0 900000 0 f4240 36ee80 3600000 0 0)
+	LOGIN_ARGS=('check 3 7 1 0 0 1 f4240 ea60 60000 0 f4240 dbba0 900000 0 f4240 36ee80 3600000 0 0' 1 0000)
 }
 
 # report_call sets REPORT_KEYS and REPORT_ARGS to a failed login's report
@@ -308,9 +308,8 @@ report_call() {
 		"${u}t:y__rand_int__"
 		"${u}f:login/user+ip/failures:x__rand_int__" "${u}k:auth:user+ip:x__rand_int__" "${u}x" "${ip}x"
 		"${u}f:login/user/failures" "${u}k:auth:user" "${u}x")
-	REPORT_ARGS=(report 7 1 1 0 0 2 5265c00 3 ea60 493e0 dbba0
-		a dbba0 900000 2 'auth|user+ip|u|ip|' '' 32 5265c00 86400000 1 'auth|user|u||' ''
-		1 0)
+	REPORT_ARGS=('report 7 1 1 0 0 2 5265c00 3 ea60 493e0 dbba0 a dbba0 900000 2 32 5265c00 86400000 1 1 0'
+		'auth|user+ip|u|ip|' '' 'auth|user|u||' '')
 }
 
 # private_pg_bin prints the newest installed Postgres's bin directory,

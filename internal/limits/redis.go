@@ -184,12 +184,12 @@ func (s *RedisStore) rollback(ctx context.Context, req *CheckRequest, groups []*
 			if at := replies[gi].rules[j].at; at > 0 {
 				calls = append(calls, &pending{
 					keys: []string{req.Rules[ri].Key},
-					args: []any{"rollback", "1", hx(req.Cost), hx(at)},
+					args: opArgs("rollback", 1, int64(req.Cost), at),
 				})
 			}
 		}
 		if len(g.rsv) > 0 {
-			p := &pending{keys: []string{g.record}, args: []any{"release", hx(len(g.rsv))}}
+			p := &pending{keys: []string{g.record}, args: opArgs("release", int64(len(g.rsv)))}
 			for _, f := range g.rsv {
 				p.keys = append(p.keys, f.Key)
 			}
@@ -301,7 +301,7 @@ func (s *RedisStore) Unlock(ctx context.Context, req *UnlockRequest) (bool, erro
 			return
 		}
 		l, c := byLock[slot], byClear[slot]
-		p := &pending{args: []any{"unlock", hx(len(l)), hx(len(c))}}
+		p := &pending{args: opArgs("unlock", int64(len(l)), int64(len(c)))}
 		p.keys = append(append(p.keys, l...), c...)
 		groups[slot] = p
 		calls = append(calls, p)

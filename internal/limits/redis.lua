@@ -7,29 +7,34 @@
 -- specification; redis_call.go builds the arguments and reads the reply, and
 -- computes remaining, reset and retry-after from what this function returns.
 --
--- Arguments are streams read in order (KEYS by key(), ARGV by arg()/num()),
--- so each section below names its fields instead of offsets; a check's
--- rules, fixed in size, are read by index. Every number in ARGV is
--- hexadecimal (see num()) but a check rule's and a failure rule's keep,
--- which are decimal: the function passes them on as SET's PX unconverted
--- (a Lua number would be formatted by printf there).
+-- Arguments are streams read in order (KEYS by key(), the spec by
+-- arg()/num(), the varying fields by dyn(); see below), so each section
+-- names its fields instead of offsets; a check's rules, fixed in size, are
+-- read by index. Every number of the spec is hexadecimal (see num()) but a
+-- check rule's and a failure rule's keep, which are decimal: the function
+-- passes them on as SET's PX unconverted (a Lua number would be formatted
+-- by printf there).
 --
--- ARGV: op ("check", "report", "unlock", "rollback", "undo" or "release"), then per op:
---   check:    nR nL nT nO cost dry(0/1) denyFail(0/1), spares (bit j-1
---             set: lock j is spared when the device is trusted), per
---             rule: limit window keep (decimal) flags (1 shadow + 2
---             challenge + 4 passed), the escalation when denyFail, per other rule: kind
---             limit window keep flags member, then reserve(0/1), and when
---             1: ttl, escalation
+-- ARGV[1], the spec: op ("check", "report", "unlock", "rollback", "undo"
+-- or "release"), then per op (in [brackets] the fields that are not in the
+-- spec but the next of ARGV[2..], in this order):
+--   check:    nR nL nT nO denyFail(0/1) spares (bit j-1 set: lock j is
+--             spared when the device is trusted) [cost (hexadecimal),
+--             flags ('0'/'1' each: dry run, then per log rule and per
+--             other rule: its challenge was passed)], per rule: limit
+--             window keep (decimal) flags (1 shadow + 2 challenge), the
+--             escalation when denyFail, per other rule: kind limit window
+--             keep flags [member], then reserve(0/1), and when 1: ttl,
+--             escalation
 --   report:   nL nT failure(0/1) trustTTL nC, escalation, spares (as a
 --             check's), then nRec (0/1)
 --   release:  nF
 --   unlock:   nL nC
 --   rollback: nK cost at
---   undo:     kind cost at limit window member (one other rule's share;
+--   undo:     kind cost at limit window [member] (one other rule's share;
 --             cost in decimal: a bucket's may be a fraction)
 --   escalation: nF decay nS, nS ladder steps, then per failure rule:
---             limit window keep (decimal) nX info member ('' for a log)
+--             limit window keep (decimal) nX [info member ('' for a log)]
 -- KEYS, in the order the sections name them:
 --   check:    nR rule logs, nL lock records, nT (0/1) trust record, nO
 --             other rules' keys (these four: the one MGET), escalation
@@ -90,19 +95,56 @@
 
 -- Standard functions as upvalues, cheaper than a global lookup at each
 -- use; set by the first call (a library being loaded sees no globals).
-local floor, min, max, fmod, ssub, srep, spack, sunpack, tonumber, tunpack, next
+local floor, min, max, fmod, ssub, srep, sbyte, spack, sunpack, tonumber, tunpack, next
 
 -- The library's state: the call's KEYS, ARGV and clock, and what the call
 -- has read and done so far, all reset by run() at the start of every
 -- call. The functions below are defined once, when the library loads.
 local KEYS, ARGV, now
 
--- Every number in ARGV is hexadecimal: tonumber(s, 16) converts with
--- strtoul, a tenth of the instructions of the decimal strtod.
-local ai, ki = 0, 0
-local function arg() ai = ai + 1 return ARGV[ai] end
-local function num() ai = ai + 1 return tonumber(ARGV[ai], 16) end
+-- A call's arguments are two streams. ARGV[1] is the call's spec: its op
+-- and the fields that are the same in every call of one policy and request
+-- shape (counts, limits, windows, keeps, flags), as tokens separated by
+-- spaces, numbers in hexadecimal. A check's or report's spec is parsed once
+-- and kept (specs, below), so such a call converts no number and its
+-- Redis builds two strings where it would build one per field (every
+-- argument costs Redis a Lua string and a table slot, docs/performance.md).
+-- ARGV[2..] are the fields that vary from call to call (a check's cost and
+-- flags, a failure rule's lock info, a distinct rule's value), in the
+-- order the sections read them: read by dyn().
+local ST, SN -- the spec's tokens, and each as a hexadecimal number (or false)
+local FL -- a check's flags: '0' or '1' per flag (see flag())
+local ai, di, ki = 0, 1, 0
+local function arg() ai = ai + 1 return ST[ai] end
+local function num() ai = ai + 1 return SN[ai] end
+local function dyn() di = di + 1 return ARGV[di] end
 local function key() ki = ki + 1 return KEYS[ki] end
+-- flag reports a check's flag i: 1 dry run, 1+i log rule i passed its
+-- challenge, 1+nR+j other rule j did.
+local function flag(i) return sbyte(FL, i) == 49 end
+
+-- specs caches parsed specs by their string: a check's or a report's, of
+-- which a policy has a few dozen (the other ops' specs hold stamps and are
+-- parsed per call). A Lua string is interned, so a lookup hashes nothing.
+-- Bounded: past maxSpecs the cache starts again.
+local specs, nSpecs, maxSpecs = {}, 0, 512
+local function spec(s)
+  local p = specs[s]
+  if p then return p end
+  local t, n, i = {}, {}, 0
+  for tok in string.gmatch(s, '%S+') do
+    i = i + 1
+    t[i] = tok
+    n[i] = tonumber(tok, 16) or false
+  end
+  p = {t, n}
+  if t[1] == 'check' or t[1] == 'report' then
+    if nSpecs >= maxSpecs then specs, nSpecs = {}, 0 end
+    specs[s] = p
+    nSpecs = nSpecs + 1
+  end
+  return p
+end
 
 local W = 6 -- bytes per stamp
 local function stamp(s, i) return (sunpack('>I6', s, (i - 1) * W + 1)) end
@@ -194,6 +236,17 @@ end
 
 local esc, struck = nil, {}
 
+-- A check's or report's reply is built in OUT[1..on] (see finish()); OUT,
+-- FIT and AT (a check's per-rule fits and stamps) serve every call, so a
+-- call allocates none of them and they grow once.
+local OUT, on, FIT, AT = {}, 0, {}, {}
+local function put(x) on = on + 1 OUT[on] = x end
+-- reply starts OUT: now, allowed, lockIdx, level, since, until, info, nR.
+local function reply(nR)
+  OUT[1], OUT[2], OUT[3], OUT[4], OUT[5], OUT[6], OUT[7], OUT[8] = now, 0, 0, 0, 0, 0, '', nR
+  on = 8
+end
+
 -- The failure machinery (escalation, strikes, reservations, reports) is
 -- built on first use by slow(), like the rule kinds by kinds(): a library
 -- that only ever checks defines none of it.
@@ -238,7 +291,7 @@ local function slow()
     for i = 1, nF do
       -- keep in decimal: append() and setSee() pass it on as PX.
       local limit, window, keep, nX = num(), num(), arg(), num()
-      local info, member = arg(), arg() or ''
+      local info, member = dyn(), dyn() or ''
       local k, lock = key(), key()
       fails[i] = {limit = limit, window = window, keep = keep, info = info, member = member,
         key = k, lock = lock, x = ki, nX = nX}
@@ -405,16 +458,17 @@ function kinds()
     end
   end
 
-  -- K.read reads n other rules, their keys KEYS[base+1..base+n].
-  function K.read(n, base)
+  -- K.read reads n other rules, their keys KEYS[base+1..base+n]; other
+  -- rule i's passed flag is the call's flag pb+i.
+  function K.read(n, base, pb)
     for i = 1, n do
       local o = {key = KEYS[base + i], kind = '', limit = 0, window = 0, keep = 0, shadow = false, challenge = false,
         passed = false, member = '', fits = false, a = 0, b = 0, c = 0, d = 0, at = 0, s = false}
       o.kind = arg()
       local fl
       o.limit, o.window, o.keep, fl = num(), num(), num(), num()
-      o.shadow, o.challenge, o.passed = fl % 2 == 1, floor(fl / 2) % 2 == 1, floor(fl / 4) % 2 == 1
-      o.member = arg()
+      o.shadow, o.challenge, o.passed = fl % 2 == 1, floor(fl / 2) % 2 == 1, flag(pb + i)
+      o.member = dyn()
       others[i] = o
     end
   end
@@ -498,27 +552,32 @@ function kinds()
     end
   end
 
-  function K.reply(out)
-    out[#out + 1] = #others
+  function K.reply()
+    put(#others)
     for _, o in ipairs(others) do
-      out[#out + 1] = o.a
-      out[#out + 1] = o.b
-      out[#out + 1] = o.c
-      out[#out + 1] = o.d
-      out[#out + 1] = o.at
+      put(o.a)
+      put(o.b)
+      put(o.c)
+      put(o.d)
+      put(o.at)
     end
   end
   K.dfind, K.dstamp, K.DW = dfind, dstamp, DW
   return K
 end
 
-local function finish(out, li, lr)
+-- finish returns a check's or report's reply, OUT[1..on], with the
+-- active lock li (record lr) and the strikes put in. OUT serves as the
+-- reply of every call: Redis reads a reply array up to its first nil, so
+-- what a longer reply left beyond on is cut off by one nil.
+local function finish(li, lr)
   if lr then
-    out[3], out[4], out[5], out[6], out[7] = li, lr[1], lr[2], lr[3], lr[5]
+    OUT[3], OUT[4], OUT[5], OUT[6], OUT[7] = li, lr[1], lr[2], lr[3], lr[5]
   end
-  out[#out + 1] = #struck / 4
-  for i = 1, #struck do out[#out + 1] = struck[i] end
-  return out
+  put(#struck / 4)
+  for i = 1, #struck do put(struck[i]) end
+  OUT[on + 1] = nil
+  return OUT
 end
 
 -- run is one call of the library's one function (redis.go registers it as
@@ -527,12 +586,14 @@ local function run(keys, args)
   KEYS, ARGV = keys, args
   if not floor then
     floor, min, max, fmod = math.floor, math.min, math.max, math.fmod
-    ssub, srep, spack, sunpack = string.sub, string.rep, struct.pack, struct.unpack
+    ssub, srep, sbyte, spack, sunpack = string.sub, string.rep, string.byte, struct.pack, struct.unpack
     tonumber, tunpack, next = _G.tonumber, unpack, _G.next
   end
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
-  ai, ki = 0, 0
+  local p = spec(ARGV[1])
+  ST, SN, FL = p[1], p[2], nil
+  ai, di, ki = 0, 1, 0
   -- A table the last call left empty serves again; one it filled is
   -- replaced (a common check fills none of them).
   if next(raw) then raw = {} end
@@ -544,10 +605,14 @@ local function run(keys, args)
   local op = arg()
 
   if op == 'check' then
-    local nR, nL, nT, nO, cost = num(), num(), num(), num(), num()
-    local dry, denyFail = arg() == '1', arg() == '1'
+    local nR, nL, nT, nO = num(), num(), num(), num()
+    local denyFail = arg() == '1'
     local spares = num()
-    -- Log rule i's limit, window, keep and flags are ARGV[rb+4i-3..rb+4i].
+    local cost = tonumber(dyn(), 16)
+    FL = dyn()
+    local dry = flag(1)
+    -- Log rule i's limit, window, keep and flags (1 shadow + 2 challenge)
+    -- are the spec's tokens rb+4i-3..rb+4i.
     local rb = ai
     ai = ai + 4 * nR
     -- KEYS: rules, locks, trust, others (read by one MGET), then the
@@ -555,7 +620,7 @@ local function run(keys, args)
     local nPre = nR + nL + nT + nO
     ki = nPre
     if denyFail then slow().readEscalation() end
-    if nO > 0 then kinds().read(nO, nR + nL + nT) end
+    if nO > 0 then kinds().read(nO, nR + nL + nT, 1 + nR) end
     local escDeny, escRes, rk, rttl = esc, nil, nil, 0
     if arg() == '1' then
       rttl = num()
@@ -588,11 +653,11 @@ local function run(keys, args)
     local allowed = li == 0
     -- hard: an enforced rule that does not challenge denies.
     local hard = false
-    local out = {now, 0, 0, 0, 0, 0, '', nR}
-    local fit = {}
+    reply(nR)
+    local fit, at = FIT, AT
     for i = 1, nR do
       local b = rb + 4 * (i - 1)
-      local limit, window, fl = tonumber(ARGV[b + 1], 16), tonumber(ARGV[b + 2], 16), tonumber(ARGV[b + 4], 16)
+      local limit, window, fl = SN[b + 1], SN[b + 2], SN[b + 4]
       local s = v[i] or ''
       if #s % W ~= 0 then badLog(KEYS[i]) end
       local n = #s / W
@@ -600,7 +665,7 @@ local function run(keys, args)
       local c = n - from + 1
       local oldest, kth = 0, 0
       if c > 0 then oldest = stamp(s, from) end
-      local fits = c + cost <= limit or floor(fl / 4) % 2 == 1
+      local fits = c + cost <= limit or flag(1 + i)
       fit[i] = fits
       if not fits then
         local k = min(c + cost - limit, c)
@@ -610,15 +675,14 @@ local function run(keys, args)
           hard = hard or floor(fl / 2) % 2 == 0
         end
       end
-      out[#out + 1] = c
-      out[#out + 1] = oldest
-      out[#out + 1] = kth
+      OUT[on + 1], OUT[on + 2], OUT[on + 3] = c, oldest, kth
+      on = on + 3
+      at[i] = 0
     end
     if nO > 0 then
       local ok, h = kinds().eval(cost)
       if not ok then allowed, hard = false, hard or h end
     end
-    local at = {}
     if allowed and not dry then
       for i = 1, nR do
         -- A log that several rules name receives the attempt once.
@@ -629,17 +693,17 @@ local function run(keys, args)
         if once then
           local b = rb + 4 * (i - 1)
           local most = nil
-          if floor(tonumber(ARGV[b + 4], 16) / 4) % 2 == 1 then most = tonumber(ARGV[b + 1], 16) + cost end
+          if flag(1 + i) then most = SN[b + 1] + cost end
           -- Cached for a reservation, whose failure logs the store allows
         -- to be a rule's log too: its fail() must see this entry.
-        at[i] = append(KEYS[i], v[i] or '', cost, ARGV[b + 3], most, escRes ~= nil)
+        at[i] = append(KEYS[i], v[i] or '', cost, ST[b + 3], most, escRes ~= nil)
         end
       end
       if nO > 0 then kinds().record(cost) end
     end
-    for i = 1, nR do out[#out + 1] = at[i] or 0 end
-    if nO > 0 then kinds().reply(out) else out[#out + 1] = 0 end
-    out[2] = allowed and 1 or 0
+    for i = 1, nR do put(at[i]) end
+    if nO > 0 then kinds().reply() else put(0) end
+    OUT[2] = allowed and 1 or 0
     -- A denial only by challenge rules is a challenge: no failure.
     if li == 0 and not allowed and not dry and denyFail and hard then slow().fail() end
     if allowed and not dry and escRes and #escRes.fails > 0 then
@@ -648,7 +712,7 @@ local function run(keys, args)
       slow().fail(rec)
       redis.call('SET', rk, table.concat(rec, '\n'), 'PX', rttl)
     end
-    return finish(out, li, lr)
+    return finish(li, lr)
   end
 
   if op == 'report' then
@@ -710,7 +774,8 @@ local function run(keys, args)
       if lv == nil then lv = v[j] end
       if lv and not (spared(spares, j) and isTrusted(v[nL + 1])) then li, lr = later(li, lr, j, lv) end
     end
-    return finish({now, 0, 0, 0, 0, 0, '', 0}, li, lr)
+    reply(0)
+    return finish(li, lr)
   end
 
   if op == 'unlock' then
@@ -763,7 +828,7 @@ local function run(keys, args)
   if op == 'undo' then
     -- Takes back what one counter, bucket or distinct rule recorded for a
     -- Cluster decision that another slot denied (see the reply's at).
-    local kind, cost, at, limit, w, m = arg(), tonumber(arg()), num(), num(), num(), arg()
+    local kind, cost, at, limit, w, m = arg(), tonumber(arg()), num(), num(), num(), dyn()
     local k = key()
     local v = redis.call('GET', k)
     if not v then return {now} end

@@ -3,8 +3,8 @@ package limits
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -194,7 +194,7 @@ func (s *RedisStore) reportGroups(req *ReportRequest) []*callGroup {
 // *CheckRequest or *ReportRequest), in redis.lua's order.
 func (g *callGroup) build(req any) ([]string, []any) {
 	var keys []string
-	var args []any
+	var a callArgs
 	switch req := req.(type) {
 	case *CheckRequest:
 		nT := 0
@@ -203,9 +203,15 @@ func (g *callGroup) build(req any) ([]string, []any) {
 		}
 		// Sized for a check without escalation or reservation sections.
 		keys = make([]string, 0, len(g.rules)+len(g.locks)+nT+len(g.others))
-		args = make([]any, 0, 10+4*len(g.rules)+6*len(g.others))
-		args = append(args, "check", hx(len(g.rules)), hx(len(g.locks)), hx(nT), hx(len(g.others)),
-			hx(req.Cost), redisFlag(req.DryRun), redisFlag(g.denyFail), g.spareMask(req.Locks))
+		a.start("check", 3+len(g.others))
+		a.hex(int64(len(g.rules)))
+		a.hex(int64(len(g.locks)))
+		a.hex(int64(nT))
+		a.hex(int64(len(g.others)))
+		a.flag(g.denyFail)
+		a.hex(g.spareMask(req.Locks))
+		a.vary(costArg(req.Cost))
+		a.vary(g.checkFlags(req))
 		for _, i := range g.rules {
 			keys = append(keys, req.Rules[i].Key)
 		}
@@ -218,41 +224,204 @@ func (g *callGroup) build(req any) ([]string, []any) {
 		}
 		for _, i := range g.rules {
 			r := &req.Rules[i]
+			a.hex(int64(r.Limit))
+			a.hex(r.Window.Milliseconds())
 			// keep in decimal: the script passes it on as SET's PX.
-			args = append(args, hxp(r.Limit), hxp(r.Window.Milliseconds()), decArgs.get(keepMs(r.Keep, r.Window)), hx(ruleFlags(r)))
+			a.dec(keepMs(r.Keep, r.Window))
+			a.hex(int64(ruleFlags(r)))
 		}
 		if g.denyFail {
-			keys, args = g.escalation(keys, args)
+			keys = g.escalation(keys, &a)
 		}
-		args = g.otherArgs(args, req.Rules)
+		g.otherArgs(&a, req.Rules)
 		if len(g.rsv) > 0 {
-			args = append(args, "1", hxp(req.Reserve.TTL.Milliseconds()))
+			a.flag(true)
+			a.hex(req.Reserve.TTL.Milliseconds())
 			keys = append(keys, g.record)
-			keys, args = escalationSection(keys, args, &req.Reserve.Escalation, g.rsv)
+			keys = escalationSection(keys, &a, &req.Reserve.Escalation, g.rsv)
 		} else {
-			args = append(args, "0")
+			a.flag(false)
 		}
 	case *ReportRequest:
 		nT := 0
 		if g.trust {
 			nT = 1
 		}
-		args = append(args, "report", hx(len(g.locks)), hx(nT), redisFlag(req.Failure), hxp(req.TrustTTL.Milliseconds()), hx(len(g.clear)))
+		a.start("report", 2*len(g.esc))
+		a.hex(int64(len(g.locks)))
+		a.hex(int64(nT))
+		a.flag(req.Failure)
+		a.hex(req.TrustTTL.Milliseconds())
+		a.hex(int64(len(g.clear)))
 		keys = g.lockKeys(keys, req.Locks)
 		if g.trust {
 			keys = append(keys, req.TrustKey)
 		}
 		keys = append(keys, g.clear...)
-		keys, args = g.escalation(keys, args)
-		args = append(args, g.spareMask(req.Locks))
+		keys = g.escalation(keys, &a)
+		a.hex(g.spareMask(req.Locks))
 		if g.record != "" {
-			args = append(args, "1")
+			a.flag(true)
 			keys = append(keys, g.record)
 		} else {
-			args = append(args, "0")
+			a.flag(false)
 		}
 	}
-	return keys, args
+	return keys, a.args()
+}
+
+// callArgs builds a call's ARGV (redis.lua, "ARGV[1], the spec"): the
+// spec's tokens, joined by spaces, are ARGV[1]; the fields that vary from
+// call to call follow it, one argument each.
+type callArgs struct {
+	spec   *[]byte // from specBufs until args()
+	argv   []any
+	intern bool
+}
+
+var specBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
+
+// start begins the spec with op; n is how many varying fields to expect.
+// The specs of checks and reports are interned (see specs).
+func (a *callArgs) start(op string, n int) {
+	a.spec = specBufs.Get().(*[]byte)
+	*a.spec = append((*a.spec)[:0], op...)
+	a.argv = make([]any, 1, 1+n)
+	a.intern = op == "check" || op == "report"
+}
+
+// hex appends a number token (hexadecimal, which redis.lua reads).
+func (a *callArgs) hex(n int64) { *a.spec = strconv.AppendInt(append(*a.spec, ' '), n, 16) }
+
+// dec appends a decimal number token (a keep, passed on as PX).
+func (a *callArgs) dec(n int64) { *a.spec = strconv.AppendInt(append(*a.spec, ' '), n, 10) }
+
+// tok appends a token; it must hold no space.
+func (a *callArgs) tok(s string) { *a.spec = append(append(*a.spec, ' '), s...) }
+
+// flag appends a boolean token: 1 or 0.
+func (a *callArgs) flag(b bool) {
+	if b {
+		a.tok("1")
+	} else {
+		a.tok("0")
+	}
+}
+
+// vary appends a varying field.
+func (a *callArgs) vary(v any) { a.argv = append(a.argv, v) }
+
+// args returns ARGV.
+func (a *callArgs) args() []any {
+	if a.intern {
+		a.argv[0] = specs.get(*a.spec)
+	} else {
+		a.argv[0] = string(*a.spec)
+	}
+	if cap(*a.spec) <= 4096 {
+		specBufs.Put(a.spec)
+	}
+	a.spec = nil
+	return a.argv
+}
+
+// specs interns the specs of checks and reports: a policy has a few dozen
+// (one per request shape), so the calls of one shape share one string and
+// its boxed form, and building a spec allocates nothing. Bounded: past
+// maxSpecs a spec is a new string each time.
+var specs = specCache{m: map[string]any{}}
+
+const maxSpecs = 4096
+
+type specCache struct {
+	mu sync.RWMutex
+	m  map[string]any
+}
+
+func (c *specCache) get(b []byte) any {
+	c.mu.RLock()
+	v, ok := c.m[string(b)]
+	c.mu.RUnlock()
+	if ok {
+		return v
+	}
+	s := string(b)
+	v = s
+	c.mu.Lock()
+	if len(c.m) < maxSpecs {
+		c.m[s] = v
+	}
+	c.mu.Unlock()
+	return v
+}
+
+// hexCost holds the hexadecimal forms of the costs 0..255, boxed once.
+var hexCost = func() (t [256]any) {
+	for i := range t {
+		t[i] = strconv.FormatInt(int64(i), 16)
+	}
+	return t
+}()
+
+// costArg is a check's cost field (hexadecimal).
+func costArg(n int) any {
+	if n >= 0 && n < len(hexCost) {
+		return hexCost[n]
+	}
+	return strconv.FormatInt(int64(n), 16)
+}
+
+// opArgs is the ARGV of an op whose fields are all numbers (unlock,
+// rollback, release): the spec alone.
+func opArgs(op string, nums ...int64) []any {
+	var a callArgs
+	a.start(op, 0)
+	for _, n := range nums {
+		a.hex(n)
+	}
+	return a.args()
+}
+
+// noFlags[n] is the flags field of n flags none set, boxed once: that of
+// nearly every check (no dry run, no challenge passed).
+var noFlags = func() (t [64]any) {
+	for i := range t {
+		t[i] = strings.Repeat("0", i)
+	}
+	return t
+}()
+
+// checkFlags is a check's flags field: '0' or '1' for dry run, then for
+// each of the group's log rules and other rules whether the attempt
+// passed its challenge.
+func (g *callGroup) checkFlags(req *CheckRequest) any {
+	n := 1 + len(g.rules) + len(g.others)
+	set := req.DryRun
+	for _, i := range g.rules {
+		set = set || req.Rules[i].Passed
+	}
+	for _, i := range g.others {
+		set = set || req.Rules[i].Passed
+	}
+	if !set && n < len(noFlags) {
+		return noFlags[n]
+	}
+	b := make([]byte, 0, n)
+	b = append(b, redisDigit(req.DryRun))
+	for _, i := range g.rules {
+		b = append(b, redisDigit(req.Rules[i].Passed))
+	}
+	for _, i := range g.others {
+		b = append(b, redisDigit(req.Rules[i].Passed))
+	}
+	return string(b)
+}
+
+func redisDigit(b bool) byte {
+	if b {
+		return '1'
+	}
+	return '0'
 }
 
 func (g *callGroup) lockKeys(keys []string, locks []LockRef) []string {
@@ -266,37 +435,45 @@ func (g *callGroup) lockKeys(keys []string, locks []LockRef) []string {
 // when the group's lock j is spared for a trusted device. Lua's numbers
 // hold 53 bits: a lock beyond the 53rd (no policy has so many) is never
 // spared, which is stricter, never looser.
-func (g *callGroup) spareMask(locks []LockRef) any {
+func (g *callGroup) spareMask(locks []LockRef) int64 {
 	var m int64
 	for j, i := range g.locks {
 		if locks[i].SpareIfTrusted && j < 53 {
 			m |= 1 << j
 		}
 	}
-	return hxp(m)
+	return m
 }
 
 // escalation appends the escalation section (empty without failure rules).
-func (g *callGroup) escalation(keys []string, args []any) ([]string, []any) {
-	return escalationSection(keys, args, g.escSpec, g.esc)
+func (g *callGroup) escalation(keys []string, a *callArgs) []string {
+	return escalationSection(keys, a, g.escSpec, g.esc)
 }
 
 // escalationSection appends the escalation section of spec's ladder and
 // the failure rules fails.
-func escalationSection(keys []string, args []any, e *Escalation, fails []FailureRule) ([]string, []any) {
+func escalationSection(keys []string, a *callArgs, e *Escalation, fails []FailureRule) []string {
 	if len(fails) == 0 {
-		return keys, append(args, "0", "0", "0")
+		a.tok("0 0 0")
+		return keys
 	}
-	args = append(args, hx(len(fails)), hxp(e.Decay.Milliseconds()), hx(len(e.Ladder)))
+	a.hex(int64(len(fails)))
+	a.hex(e.Decay.Milliseconds())
+	a.hex(int64(len(e.Ladder)))
 	for _, d := range e.Ladder {
-		args = append(args, hxp(d.Milliseconds()))
+		a.hex(d.Milliseconds())
 	}
 	for _, f := range fails {
-		args = append(args, hxp(f.Limit), hxp(f.Window.Milliseconds()), decArgs.get(keepMs(f.Keep, f.Window)), hx(len(f.Indexes)), f.Info, f.Distinct)
+		a.hex(int64(f.Limit))
+		a.hex(f.Window.Milliseconds())
+		a.dec(keepMs(f.Keep, f.Window))
+		a.hex(int64(len(f.Indexes)))
+		a.vary(f.Info)
+		a.vary(f.Distinct)
 		keys = append(keys, f.Key, f.LockKey)
 		keys = append(keys, f.Indexes...)
 	}
-	return keys, args
+	return keys
 }
 
 // redisStampBytes is the size of one log entry in redis.lua's logs.
@@ -306,9 +483,10 @@ func keepMs(keep, window time.Duration) int64 {
 	return max(keep, window).Milliseconds()
 }
 
-// ruleFlags is a rule's flags argument: 1 shadow, 2 challenge, 4 passed.
+// ruleFlags is a rule's flags token: 1 shadow, 2 challenge (whether its
+// challenge was passed is a varying field, checkFlags).
 func ruleFlags(r *Rule) int {
-	return redisBool(r.Shadow) | redisBool(r.Challenge)<<1 | redisBool(r.Passed)<<2
+	return redisBool(r.Shadow) | redisBool(r.Challenge)<<1
 }
 
 // challengeOnly reports whether every enforced rule that does not admit
@@ -327,65 +505,6 @@ func redisBool(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// redisFlag is a boolean argument of redis.lua: "1" or "0".
-func redisFlag(b bool) any {
-	if b {
-		return "1"
-	}
-	return "0"
-}
-
-// smallHex holds the hexadecimal forms of 0..255, boxed once, the numbers
-// most arguments are (counts, flags): they cost no allocation.
-var smallHex = func() (t [256]any) {
-	for i := range t {
-		t[i] = strconv.FormatInt(int64(i), 16)
-	}
-	return t
-}()
-
-// hx is a number argument of redis.lua, which reads every number in
-// hexadecimal (tonumber(s, 16) is strtoul, a tenth of the cost of the
-// decimal strtod in Redis's Lua). Arguments are never negative.
-func hx[T ~int | ~int64](n T) any {
-	if n >= 0 && n < 256 {
-		return smallHex[n]
-	}
-	return strconv.FormatInt(int64(n), 16)
-}
-
-// Policy parameters (limits, windows, keeps, ladder steps) are the same
-// few numbers in every call: an argCache keeps their boxed forms, up to
-// maxArgCache of them, so a check's arguments allocate only what varies.
-const maxArgCache = 4096
-
-type argCache struct {
-	base int
-	m    sync.Map // int64 -> any
-	n    atomic.Int64
-}
-
-func (c *argCache) get(n int64) any {
-	if v, ok := c.m.Load(n); ok {
-		return v
-	}
-	v := any(strconv.FormatInt(n, c.base))
-	if c.n.Add(1) <= maxArgCache {
-		c.m.Store(n, v)
-	}
-	return v
-}
-
-var hexArgs, decArgs = &argCache{base: 16}, &argCache{base: 10}
-
-// hxp is hx for a policy parameter.
-func hxp[T ~int | ~int64](n T) any {
-	if n >= 0 && n < 256 {
-		return smallHex[n]
-	}
-	return hexArgs.get(int64(n))
 }
 
 // checkReply is a decoded check or report reply of redis.lua.

@@ -33,12 +33,16 @@ func kindKeep(r *Rule) int64 {
 // otherArgs appends the group's other rules' section, "per rule: kind
 // limit window keep flags member" (their keys follow the check's trust
 // record in KEYS, their count is in its header).
-func (g *callGroup) otherArgs(args []any, rules []Rule) []any {
+func (g *callGroup) otherArgs(a *callArgs, rules []Rule) {
 	for _, i := range g.others {
 		r := &rules[i]
-		args = append(args, kindCode(r), hxp(r.Limit), hxp(r.Window.Milliseconds()), hxp(kindKeep(r)), hx(ruleFlags(r)), r.Distinct)
+		a.tok(kindCode(r))
+		a.hex(int64(r.Limit))
+		a.hex(r.Window.Milliseconds())
+		a.hex(kindKeep(r))
+		a.hex(int64(ruleFlags(r)))
+		a.vary(r.Distinct)
 	}
-	return args
 }
 
 // otherReply is what redis.lua saw of one other rule before the attempt
@@ -109,7 +113,7 @@ func undoCalls(req *CheckRequest, groups []*callGroup, replies []checkReply) []*
 			r := &req.Rules[ri]
 			calls = append(calls, &pending{
 				keys: []string{r.Key},
-				args: []any{"undo", kindCode(r), replies[gi].others[j].spent(r, req.Cost, replies[gi].now), hx(at), hx(r.Limit), hx(r.Window.Milliseconds()), r.Distinct},
+				args: undoArgs(r, replies[gi].others[j].spent(r, req.Cost, replies[gi].now), at),
 			})
 		}
 	}
@@ -133,4 +137,17 @@ func (o *otherReply) spent(r *Rule, cost int, now int64) string {
 		return strconv.FormatFloat(level, 'g', -1, 64)
 	}
 	return strconv.Itoa(cost)
+}
+
+// undoArgs is the ARGV of the undo of rule r's share (redis.lua "undo").
+func undoArgs(r *Rule, spent string, at int64) []any {
+	var a callArgs
+	a.start("undo", 1)
+	a.tok(kindCode(r))
+	a.tok(spent)
+	a.hex(at)
+	a.hex(int64(r.Limit))
+	a.hex(r.Window.Milliseconds())
+	a.vary(r.Distinct)
+	return a.args()
 }
