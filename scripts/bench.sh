@@ -4,6 +4,8 @@
 #
 #   ./scripts/bench.sh                       # 10 s per phase, 50 connections
 #   BENCH_SECONDS=20 BENCH_CONNECTIONS=100 ./scripts/bench.sh
+#   BENCH_PPROF=/tmp/guard.pprof ./scripts/bench.sh   # and a CPU profile
+#                                                     # of Guard in step 3
 #
 # It starts a private Redis (port BENCH_REDIS_PORT, default 6399) and a
 # private Postgres cluster (BENCH_PG_PORT, default 5499) in a temporary
@@ -112,13 +114,16 @@ eval_p16=$(rb -P 16 fcall "$fn" "${#LOGIN_KEYS[@]}" "${LOGIN_KEYS[@]}" "${LOGIN_
 # 2. Bytes of one full 100-entry log, key as long as Guard's.
 fullkey="guard:v2:{0123456789abcdefghijklmn}l:login/user"
 for _ in $(seq 100); do
-	rcli fcall "$fn" 1 "$fullkey" check 1 0 0 0 1 0 0 0 64 36ee80 3600000 0 0 >/dev/null
+	rcli fcall "$fn" 1 "$fullkey" 'check 1 0 0 0 0 0 64 36ee80 3600000 0 0' 1 '' >/dev/null
 done
 full_bytes=$(rcli memory usage "$fullkey")
 rcli flushall >/dev/null
 
 # 3. Guard over HTTP.
-go build -o "$work/guard" ./cmd/guard
+# BENCH_PPROF: a Guard built with -tags pprof (docs/performance.md,
+# "Profiling") whose CPU profile of the measured phase lands in that file.
+go build ${BENCH_PPROF:+-tags pprof} -o "$work/guard" ./cmd/guard
+pprof_port=$((gport + 1))
 cat >"$work/guard.yaml" <<EOF
 listen: 127.0.0.1:$gport
 key_secret: bench-key-secret-0123456789abcdef
@@ -155,6 +160,7 @@ request = function()
 end
 EOF
 GUARD_REDIS_URL="redis://127.0.0.1:$rport/0" GUARD_DATABASE_URL=$db \
+	GUARD_PPROF_ADDR=${BENCH_PPROF:+127.0.0.1:$pprof_port} \
 	"$work/guard" serve --config "$work/guard.yaml" --log-level warn >"$work/guard.log" 2>&1 &
 guard_pid=$!
 wait_for "Guard" curl -fs "http://127.0.0.1:$gport/readyz"
@@ -167,7 +173,12 @@ deg0=$(degraded)
 pg_before=$(psql -w "$db" -qAtc "SELECT count(*) FROM audit_events")
 g0=$(cpu_ticks "$guard_pid"); p0=$(cpu_ticks $(pg_pids)); rr0=$(cpu_ticks "$(redis_pid)")
 log "wrk POST /v1/check, c=$conns, ${secs}s"
+if [ -n "${BENCH_PPROF:-}" ]; then
+	curl -fs -o "$BENCH_PPROF" "http://127.0.0.1:$pprof_port/debug/pprof/profile?seconds=$((secs > 3 ? secs - 2 : 1))" &
+fi
 wrk -t2 -c "$conns" -d"${secs}s" --latency -s "$work/check.lua" "http://127.0.0.1:$gport" >"$work/wrk.txt"
+wait_profile=${BENCH_PPROF:+1}
+[ -z "$wait_profile" ] || wait $! || log "no profile written to $BENCH_PPROF"
 g1=$(cpu_ticks "$guard_pid"); rr1=$(cpu_ticks "$(redis_pid)")
 http_usec=$(fcall_usec)
 http_calls=$(fcall_calls)

@@ -20,8 +20,9 @@
 -- spec but the next of ARGV[2..], in this order):
 --   check:    nR nL nT nO denyFail(0/1) spares (bit j-1 set: lock j is
 --             spared when the device is trusted) [cost (hexadecimal),
---             flags ('0'/'1' each: dry run, then per log rule and per
---             other rule: its challenge was passed)], per rule: limit
+--             flags ('' when none is set, else '0'/'1' each: dry run, then
+--             per log rule and per other rule: its challenge was
+--             passed)], per rule: limit
 --             window keep (decimal) flags (1 shadow + 2 challenge), the
 --             escalation when denyFail, per other rule: kind limit window
 --             keep flags [member], then reserve(0/1), and when 1: ttl,
@@ -113,7 +114,7 @@ local KEYS, ARGV, now
 -- flags, a failure rule's lock info, a distinct rule's value), in the
 -- order the sections read them: read by dyn().
 local ST, SN -- the spec's tokens, and each as a hexadecimal number (or false)
-local FL -- a check's flags: '0' or '1' per flag (see flag())
+local FL -- a check's flags: '' (none set) or '0'/'1' per flag (see flag())
 local ai, di, ki = 0, 1, 0
 local function arg() ai = ai + 1 return ST[ai] end
 local function num() ai = ai + 1 return SN[ai] end
@@ -121,7 +122,7 @@ local function dyn() di = di + 1 return ARGV[di] end
 local function key() ki = ki + 1 return KEYS[ki] end
 -- flag reports a check's flag i: 1 dry run, 1+i log rule i passed its
 -- challenge, 1+nR+j other rule j did.
-local function flag(i) return sbyte(FL, i) == 49 end
+local function flag(i) return FL ~= '' and sbyte(FL, i) == 49 end
 
 -- specs caches parsed specs by their string: a check's or a report's, of
 -- which a policy has a few dozen (the other ops' specs hold stamps and are
@@ -186,10 +187,13 @@ local logs = {}
 -- step back), so logs stay sorted; that only ever counts an entry longer.
 -- most, when given, keeps only the newest most stamps (passed challenges).
 -- cache: keep the written log in logs.
+local nowStamp -- spack('>I6', now), made by the call's first append
 local function append(k, s, c, keep, most, cache)
   local at, out = now, nil
   if s == '' then
-    out = srep(spack('>I6', now), c)
+    if not nowStamp then nowStamp = spack('>I6', now) end
+    out = nowStamp
+    if c > 1 then out = srep(out, c) end
   else
     local n = #s / W
     local from = first(s, n, now - keep)
@@ -600,17 +604,19 @@ local function run(keys, args)
   if next(logs) then logs = {} end
   if next(struck) then struck = {} end
   if next(others) then others = {} end
-  trustKey, trusted, esc = nil, nil, nil
+  trustKey, trusted, esc, nowStamp = nil, nil, nil, nil
 
   local op = arg()
 
   if op == 'check' then
-    local nR, nL, nT, nO = num(), num(), num(), num()
-    local denyFail = arg() == '1'
-    local spares = num()
-    local cost = tonumber(dyn(), 16)
-    FL = dyn()
-    local dry = flag(1)
+    -- The header by index: ST[1] is the op.
+    local nR, nL, nT, nO, denyFail, spares = SN[2], SN[3], SN[4], SN[5], ST[6] == '1', SN[7]
+    ai = 7
+    local cost = tonumber(ARGV[2], 16)
+    FL = ARGV[3]
+    di = 3
+    local flags = FL ~= '' -- a flag is set (else flag(i) is false for all i)
+    local dry = flags and flag(1)
     -- Log rule i's limit, window, keep and flags (1 shadow + 2 challenge)
     -- are the spec's tokens rb+4i-3..rb+4i.
     local rb = ai
@@ -665,7 +671,8 @@ local function run(keys, args)
       local c = n - from + 1
       local oldest, kth = 0, 0
       if c > 0 then oldest = stamp(s, from) end
-      local fits = c + cost <= limit or flag(1 + i)
+      local passed = flags and flag(1 + i)
+      local fits = c + cost <= limit or passed
       fit[i] = fits
       if not fits then
         local k = min(c + cost - limit, c)
@@ -693,7 +700,7 @@ local function run(keys, args)
         if once then
           local b = rb + 4 * (i - 1)
           local most = nil
-          if flag(1 + i) then most = SN[b + 1] + cost end
+          if flags and flag(1 + i) then most = SN[b + 1] + cost end
           -- Cached for a reservation, whose failure logs the store allows
         -- to be a rule's log too: its fail() must see this entry.
         at[i] = append(KEYS[i], v[i] or '', cost, ST[b + 3], most, escRes ~= nil)
@@ -701,7 +708,8 @@ local function run(keys, args)
       end
       if nO > 0 then kinds().record(cost) end
     end
-    for i = 1, nR do put(at[i]) end
+    for i = 1, nR do OUT[on + i] = at[i] end
+    on = on + nR
     if nO > 0 then kinds().reply() else put(0) end
     OUT[2] = allowed and 1 or 0
     -- A denial only by challenge rules is a challenge: no failure.

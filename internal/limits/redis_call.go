@@ -3,7 +3,6 @@ package limits
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
@@ -382,18 +381,13 @@ func opArgs(op string, nums ...int64) []any {
 	return a.args()
 }
 
-// noFlags[n] is the flags field of n flags none set, boxed once: that of
-// nearly every check (no dry run, no challenge passed).
-var noFlags = func() (t [64]any) {
-	for i := range t {
-		t[i] = strings.Repeat("0", i)
-	}
-	return t
-}()
+// noFlags is the flags field of a check with none set (no dry run, no
+// challenge passed), nearly every check's, boxed once.
+var noFlags any = ""
 
-// checkFlags is a check's flags field: '0' or '1' for dry run, then for
-// each of the group's log rules and other rules whether the attempt
-// passed its challenge.
+// checkFlags is a check's flags field: "" when none is set, else '0' or
+// '1' for dry run, then for each of the group's log rules and other rules
+// whether the attempt passed its challenge.
 func (g *callGroup) checkFlags(req *CheckRequest) any {
 	n := 1 + len(g.rules) + len(g.others)
 	set := req.DryRun
@@ -403,8 +397,8 @@ func (g *callGroup) checkFlags(req *CheckRequest) any {
 	for _, i := range g.others {
 		set = set || req.Rules[i].Passed
 	}
-	if !set && n < len(noFlags) {
-		return noFlags[n]
+	if !set {
+		return noFlags
 	}
 	b := make([]byte, 0, n)
 	b = append(b, redisDigit(req.DryRun))
