@@ -11,8 +11,8 @@ import (
 
 // TestRedisSpecs: every call's spec (redis.lua) is parsed and cached by
 // its string; checks of more distinct shapes than the function's cache
-// holds (512) and than Guard interns boxed flags for (64 flags) still
-// decide exactly, and a challenge passed on the 70th rule counts.
+// holds (512) still decide exactly, and a challenge passed on the 70th
+// rule (a flags field of 71 characters) counts.
 func TestRedisSpecs(t *testing.T) {
 	ctx := context.Background()
 	redisURL, prefix := testenv.Redis(t)
