@@ -282,9 +282,10 @@ guard_fn_load() {
 # sends for the login check of scripts/bench.sh's policy (read off MONITOR),
 # each identity __rand_int__ for redis-benchmark -r: 3 logs, the 2 struck
 # lock records of its failure dimensions, the manual-lockout records of the
-# 5 dimensions present, the trust record. The spec (redis.lua) is one argument, then cost and flags. Numbers are hexadecimal
-# (redis.lua's num()), the rules' keeps decimal: limit 1000000 = f4240,
-# windows 1 min, 15 min, 1 h.
+# 5 dimensions present, the trust record. The arguments are the spec
+# (redis.lua's header), then the cost and the flags ('': none set).
+# Numbers are hexadecimal, the rules' keeps decimal: limit 1000000 =
+# f4240, windows 1 min, 15 min, 1 h.
 login_call() {
 	local u='guard:v2:{u__rand_int__}' ip='guard:v2:{ip__rand_int__}' d='guard:v2:{d__rand_int__}'
 	LOGIN_KEYS=("${ip}l:login/ip" "${u}l:login/user" "${d}l:login/device"

@@ -125,8 +125,8 @@ local function key() ki = ki + 1 return KEYS[ki] end
 local function flag(i) return FL ~= '' and sbyte(FL, i) == 49 end
 
 -- specs caches parsed specs by their string: a check's or a report's, of
--- which a policy has a few dozen (the other ops' specs hold stamps and are
--- parsed per call). A Lua string is interned, so a lookup hashes nothing.
+-- which a policy has a few dozen (the other ops are rare, and rollback's
+-- and undo's specs hold stamps: parsed per call). A Lua string is interned, so a lookup hashes nothing.
 -- Bounded: past maxSpecs the cache starts again.
 local specs, nSpecs, maxSpecs = {}, 0, 512
 local function spec(s)
@@ -702,8 +702,8 @@ local function run(keys, args)
           local most = nil
           if flags and flag(1 + i) then most = SN[b + 1] + cost end
           -- Cached for a reservation, whose failure logs the store allows
-        -- to be a rule's log too: its fail() must see this entry.
-        at[i] = append(KEYS[i], v[i] or '', cost, ST[b + 3], most, escRes ~= nil)
+          -- to be a rule's log too: its fail() must see this entry.
+          at[i] = append(KEYS[i], v[i] or '', cost, ST[b + 3], most, escRes ~= nil)
         end
       end
       if nO > 0 then kinds().record(cost) end

@@ -326,8 +326,9 @@ func (a *callArgs) args() []any {
 
 // specs interns the specs of checks and reports: a policy has a few dozen
 // (one per request shape), so the calls of one shape share one string and
-// its boxed form, and building a spec allocates nothing. Bounded: past
-// maxSpecs a spec is a new string each time.
+// its boxed form, and building a spec allocates nothing. Bounded: at
+// maxSpecs (reloads of changed policies leave their shapes behind) the
+// cache starts again, as redis.lua's does.
 var specs = specCache{m: map[string]any{}}
 
 const maxSpecs = 4096
@@ -347,9 +348,10 @@ func (c *specCache) get(b []byte) any {
 	s := string(b)
 	v = s
 	c.mu.Lock()
-	if len(c.m) < maxSpecs {
-		c.m[s] = v
+	if len(c.m) >= maxSpecs {
+		c.m = make(map[string]any, maxSpecs)
 	}
+	c.m[s] = v
 	c.mu.Unlock()
 	return v
 }
