@@ -99,17 +99,21 @@ fn=$(guard_fn)
 login_call
 big=1000000
 n=$((secs * 20000))
-rb() { redis-benchmark -p "$rport" -c "$conns" -n "$n" -r 1000000 --csv "$@" | tail -n 1 | tr -d '"' | cut -d, -f2; }
+# rb prints redis-benchmark's CSV line: test, rps, avg, min, p50, p95,
+# p99, max (ms); field N of it by csv_field.
+rb() { redis-benchmark -p "$rport" -c "$conns" -n "$n" -r 1000000 --csv "$@" | tail -n 1 | tr -d '"'; }
+csv_field() { echo "$1" | cut -d, -f"$2"; }
 log "redis-benchmark PING, c=$conns"
-ping_p1=$(rb -P 1 -t ping_mbulk)
+ping_p1=$(csv_field "$(rb -P 1 -t ping_mbulk)" 2)
 log "redis-benchmark FCALL (3-rule login), c=$conns, -P 1 and -P 16"
 rcli config resetstat >/dev/null
 r0=$(cpu_ticks "$(redis_pid)")
-eval_p1=$(rb -P 1 fcall "$fn" "${#LOGIN_KEYS[@]}" "${LOGIN_KEYS[@]}" "${LOGIN_ARGS[@]}")
+eval_p1_csv=$(rb -P 1 fcall "$fn" "${#LOGIN_KEYS[@]}" "${LOGIN_KEYS[@]}" "${LOGIN_ARGS[@]}")
+eval_p1=$(csv_field "$eval_p1_csv" 2)
 r1=$(cpu_ticks "$(redis_pid)")
 eval_usec=$(fcall_usec)
 eval_calls=$(fcall_calls)
-eval_p16=$(rb -P 16 fcall "$fn" "${#LOGIN_KEYS[@]}" "${LOGIN_KEYS[@]}" "${LOGIN_ARGS[@]}")
+eval_p16=$(csv_field "$(rb -P 16 fcall "$fn" "${#LOGIN_KEYS[@]}" "${LOGIN_KEYS[@]}" "${LOGIN_ARGS[@]}")" 2)
 
 # 2. Bytes of one full 100-entry log, key as long as Guard's.
 fullkey="guard:v2:{0123456789abcdefghijklmn}l:login/user"
@@ -256,7 +260,7 @@ Guard bench ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, c=$conns, ${secs}s per
 
 raw Redis
   PING                          ${ping_p1} ops/s
-  FCALL 3-rule login, -P 1      ${eval_p1} decisions/s
+  FCALL 3-rule login, -P 1      ${eval_p1} decisions/s, p50/p99 $(csv_field "$eval_p1_csv" 5)ms / $(csv_field "$eval_p1_csv" 7)ms
   FCALL 3-rule login, -P 16     ${eval_p16} decisions/s
   Redis CPU per FCALL           ${eval_usec} us (commandstats), $(us_per $((r1 - r0)) "$eval_calls") us (process)
   full 100-entry log            ${full_bytes} bytes (MEMORY USAGE)
