@@ -144,11 +144,12 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 				checkPlan(t, plan, filled, tt.want, tt.sorted || mode == "force_generic_plan")
 			})
 		}
-		// The overview's series over ten minutes of the hour reads them
-		// through the primary key.
+		// The overview's series over two minutes of the hour reads them
+		// through the primary key. (Over a sixth of the partition, with 1M
+		// events, Postgres rightly reads it all sequentially instead.)
 		t.Run(mode+"/overview range", func(t *testing.T) {
 			plan := explainPrepared(t, conn.Conn().PgConn(), overviewSeriesSQL,
-				[]any{now.Add(-20 * time.Minute), now.Add(-10 * time.Minute), 60000})
+				[]any{now.Add(-20 * time.Minute), now.Add(-18 * time.Minute), 60000})
 			checkRangePlan(t, plan, filled)
 		})
 	}
