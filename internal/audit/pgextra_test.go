@@ -48,6 +48,27 @@ func TestMigrateUpDownUp(t *testing.T) {
 		}
 		return def
 	}
+	// The action index and the BRIN tell 000004 apart from 000003.
+	actionIndex := func() string {
+		var def string
+		err := pool.QueryRow(ctx, `SELECT coalesce(pg_get_indexdef(to_regclass('audit_events_action_idx')), '')`).Scan(&def)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return def
+	}
+	brinExists := func() bool {
+		var ok bool
+		if err := pool.QueryRow(ctx, `SELECT to_regclass('audit_events_at_brin') IS NOT NULL`).Scan(&ok); err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	const (
+		actionText = "CREATE INDEX audit_events_action_idx ON ONLY public.audit_events USING btree (action, at DESC, id DESC)"
+		actionAsc  = "CREATE INDEX audit_events_action_idx ON ONLY public.audit_events USING btree (action, at, id)"
+		actionHash = "CREATE INDEX audit_events_action_idx ON ONLY public.audit_events USING btree (hashtextextended(action, (0)::bigint), at) WHERE (action IS NOT NULL)"
+	)
 	const (
 		textIndex = "CREATE INDEX audit_events_user_idx ON ONLY public.audit_events USING btree (user_id, at DESC, id DESC)"
 		hashIndex = "CREATE INDEX audit_events_user_idx ON ONLY public.audit_events USING btree (hashtextextended(user_id, (0)::bigint), at) WHERE (user_id IS NOT NULL)"
@@ -58,16 +79,19 @@ func TestMigrateUpDownUp(t *testing.T) {
 		wantTable   bool
 		wantPhone   bool
 		wantIndex   string
+		wantAction  string
+		wantBrin    bool
 	}{
-		{MigrateVersion, 0, false, false, ""},
-		{MigrateUp, 3, true, true, hashIndex},
-		{MigrateUp, 3, true, true, hashIndex}, // nothing to do is not an error
-		{MigrateDown, 2, true, true, textIndex},
-		{MigrateDown, 1, true, false, textIndex},
-		{MigrateDown, 0, false, false, ""},
-		{MigrateDown, 0, false, false, ""},
-		{MigrateUp, 3, true, true, hashIndex},
-		{MigrateVersion, 3, true, true, hashIndex},
+		{MigrateVersion, 0, false, false, "", "", false},
+		{MigrateUp, 4, true, true, hashIndex, actionHash, false},
+		{MigrateUp, 4, true, true, hashIndex, actionHash, false}, // nothing to do is not an error
+		{MigrateDown, 3, true, true, hashIndex, actionAsc, true},
+		{MigrateDown, 2, true, true, textIndex, actionText, true},
+		{MigrateDown, 1, true, false, textIndex, actionText, true},
+		{MigrateDown, 0, false, false, "", "", false},
+		{MigrateDown, 0, false, false, "", "", false},
+		{MigrateUp, 4, true, true, hashIndex, actionHash, false},
+		{MigrateVersion, 4, true, true, hashIndex, actionHash, false},
 	}
 	for i, st := range steps {
 		v, dirty, err := Migrate(ctx, u, st.direction)
@@ -85,6 +109,12 @@ func TestMigrateUpDownUp(t *testing.T) {
 		}
 		if got := userIndex(); got != st.wantIndex {
 			t.Errorf("step %d %s: got user index %q, want %q", i, st.direction, got, st.wantIndex)
+		}
+		if got := actionIndex(); got != st.wantAction {
+			t.Errorf("step %d %s: got action index %q, want %q", i, st.direction, got, st.wantAction)
+		}
+		if got := brinExists(); got != st.wantBrin {
+			t.Errorf("step %d %s: got BRIN %v, want %v", i, st.direction, got, st.wantBrin)
 		}
 	}
 	// The schema works after the round trip.

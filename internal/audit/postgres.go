@@ -279,15 +279,16 @@ func buildQuery(f Filter, limit int) (string, []any) {
 // buildWhere states matches() in SQL: the conditions (numbered $1..) and
 // their arguments; the cursor is left to the caller.
 //
-// The conditions are shaped for the indexes of migration 000003 and must
-// match them (TestQueryPlansUseIndexes holds them to it): identifiers are
-// found through b-trees keyed by hashtextextended(col, 0), so their
-// condition states the hash (the index condition) and the equality (the
-// exact match, as a hash collision may bring other rows); the reason and decision indexes leave out the common value
-// ('ok', 'allow'), so a filter for any other value also states
-// "reason <> 'ok'" as a literal, which lets the planner prove the partial
-// index applies even in a prepared statement's generic plan, where the
-// value is an unknown $n. Only constants are ever inlined; filter values
+// The conditions are shaped for the indexes of migrations 000003 and
+// 000004 and must match them (TestQueryPlansUseIndexes holds them to it):
+// identifiers and the action are found through b-trees keyed by
+// hashtextextended(col, 0), so their condition states the hash (the index
+// condition) and the equality (the exact match, as a hash collision may
+// bring other rows); the reason and decision indexes leave out the
+// common value ('ok', 'allow'), so a filter for any other value also
+// states "reason <> 'ok'" as a literal, which lets the planner prove the
+// partial index applies even in a prepared statement's generic plan, where
+// the value is an unknown $n. Only constants are ever inlined; filter values
 // are always parameters.
 func buildWhere(f Filter) ([]string, []any) {
 	var where []string
@@ -298,6 +299,7 @@ func buildWhere(f Filter) ([]string, []any) {
 	}
 	for _, c := range []struct{ col, v string }{
 		{"user_id", f.User}, {"device", f.Device}, {"phone", f.Phone}, {"ip", f.IPText},
+		{"action", f.Action},
 	} {
 		if c.v != "" {
 			// The exact match is written so that the planner does not
@@ -320,7 +322,7 @@ func buildWhere(f Filter) ([]string, []any) {
 		}
 	}
 	for _, c := range []struct{ col, v, common string }{
-		{"id", f.ID, ""}, {"action", f.Action, ""}, {"decision", f.Decision, sdk.DecisionAllow},
+		{"id", f.ID, ""}, {"decision", f.Decision, sdk.DecisionAllow},
 		{"reason", f.Reason, sdk.ReasonOK}, {"kind", f.Kind, ""},
 	} {
 		if c.v == "" {

@@ -4,14 +4,16 @@
 // fresh audit_events (one daily partition and the default one), then
 // writes -rows events shaped like scripts/bench.sh's decisions (a random
 // user, address and device each, action login, allow / ok) through
-// audit.PGStore.InsertFresh in batches of 1000 on one connection: the
-// audit writer's binary COPY. CPU is utime+stime from /proc of every
+// audit.PGStore.InsertFresh in batches of -batch (1000) on -conns (1)
+// connections at once: the audit writer's binary COPY (its MaxInFlight is
+// 2, which -conns 2 reproduces). CPU is utime+stime from /proc of every
 // process of the cluster (the postmaster, its live children and, through
 // its cutime/cstime, the children that exited meanwhile), read before and
 // 1.5 s after the last batch so the WAL writer and autovacuum are counted;
 // "backend" is the COPY's own backend alone. Variants run interleaved, -reps
-// times, and the summary gives medians and the ratio against "pk" (a table
-// with the primary key only) of the same run.
+// times, and the summary gives medians and the ratios against "pk" (a
+// table with the primary key only) and "schema3" of the same rep. -pids
+// prints the backends' pids, for scripts/pgrow-ir.sh.
 //
 //	go run ./scripts/pgrow -db postgres://postgres@127.0.0.1:5498/pgrow -pidfile DIR/postmaster.pid
 package main
@@ -79,8 +81,66 @@ var variants = map[string][]string{
 	"reason_v3":      {"(reason, at, id) WHERE reason <> 'ok'"},
 	"decision_v3":    {"(decision, at, id) WHERE decision <> 'allow'"},
 	"phone_v2":       {"(phone, at DESC, id DESC) WHERE phone IS NOT NULL"},
-	"schema2":        nil, // migrations up to 000002
-	"schema3":        nil, // migrations up to 000003
+	// Candidates after 000003 (docs/performance.md, "Postgres CPU per
+	// audit row", the second round).
+	"action_at":    {"(action, at)"},
+	"action_plain": {"(action)"},
+	"ip_plain":     {"(ip_addr) WHERE ip_addr IS NOT NULL"},
+	"ip_nodedup":   {"(ip_addr, at) WITH (deduplicate_items = off) WHERE ip_addr IS NOT NULL"},
+	"ip_gist":      {"USING gist (ip_addr inet_ops) WHERE ip_addr IS NOT NULL"},
+	"user_nodedup": {"(hashtextextended(user_id, 0), at) WITH (deduplicate_items = off) WHERE user_id IS NOT NULL"},
+	"brin_32":      {"USING brin (at) WITH (pages_per_range = 32)"},
+	"ip_v4int":     {"((ip_addr - '0.0.0.0'::inet), at) WHERE family(ip_addr) = 4"},
+	"ip_send":      {"(inet_send(ip_addr), at) WHERE ip_addr IS NOT NULL"},
+	"ip_hash":      {"(hashinetextended(ip_addr, 0), at) WHERE ip_addr IS NOT NULL"},
+	"action_hash":  {"(hashtextextended(action, 0), at) WHERE action IS NOT NULL"},
+	"schema2":      nil, // migrations up to 000002
+	"schema3":      nil, // migrations up to 000003
+	"schema4":      nil, // migrations up to 000004
+}
+
+// after3 are variants of the whole schema of 000003: its migrations, then
+// these statements.
+var after3 = map[string]string{
+	"s3_action_at": `DROP INDEX audit_events_action_idx;
+CREATE INDEX audit_events_action_idx ON audit_events (action, at);`,
+	"s3_action_plain": `DROP INDEX audit_events_action_idx;
+CREATE INDEX audit_events_action_idx ON audit_events (action);`,
+	"s3_noaction": `DROP INDEX audit_events_action_idx;`,
+	"s3_nobrin":   `DROP INDEX audit_events_at_brin;`,
+	"s3_nodedup": `DROP INDEX audit_events_user_idx, audit_events_device_idx, audit_events_ip_idx;
+CREATE INDEX audit_events_user_idx ON audit_events (hashtextextended(user_id, 0), at)
+    WITH (deduplicate_items = off) WHERE user_id IS NOT NULL;
+CREATE INDEX audit_events_device_idx ON audit_events (hashtextextended(device, 0), at)
+    WITH (deduplicate_items = off) WHERE device IS NOT NULL;
+CREATE INDEX audit_events_ip_idx ON audit_events (ip_addr, at)
+    WITH (deduplicate_items = off) WHERE ip_addr IS NOT NULL;`,
+	"s3_action_hash": `DROP INDEX audit_events_action_idx;
+CREATE INDEX audit_events_action_idx ON audit_events (hashtextextended(action, 0), at)
+    WHERE action IS NOT NULL;`,
+	"s3_ip_v4int": `DROP INDEX audit_events_ip_idx;
+CREATE INDEX audit_events_ip4_idx ON audit_events ((ip_addr - '0.0.0.0'::inet), at) WHERE family(ip_addr) = 4;
+CREATE INDEX audit_events_ip6_idx ON audit_events (ip_addr, at) WHERE family(ip_addr) = 6;`,
+	"s3_lean_ip4": `DROP INDEX audit_events_action_idx;
+CREATE INDEX audit_events_action_idx ON audit_events (action, at);
+DROP INDEX audit_events_at_brin;
+DROP INDEX audit_events_ip_idx;
+CREATE INDEX audit_events_ip4_idx ON audit_events ((ip_addr - '0.0.0.0'::inet), at) WHERE family(ip_addr) = 4;
+CREATE INDEX audit_events_ip6_idx ON audit_events (ip_addr, at) WHERE family(ip_addr) = 6;`,
+	"s3_hash_nobrin": `DROP INDEX audit_events_action_idx, audit_events_at_brin;
+CREATE INDEX audit_events_action_idx ON audit_events (hashtextextended(action, 0), at)
+    WHERE action IS NOT NULL;`,
+	"s3_ip_plain": `DROP INDEX audit_events_ip_idx;
+CREATE INDEX audit_events_ip_idx ON audit_events (ip_addr) WHERE ip_addr IS NOT NULL;`,
+	"s3_lean": `DROP INDEX audit_events_action_idx;
+CREATE INDEX audit_events_action_idx ON audit_events (action, at);
+DROP INDEX audit_events_at_brin;`,
+}
+
+func init() {
+	for n := range after3 {
+		variants[n] = nil
+	}
 }
 
 func main() {
@@ -90,11 +150,14 @@ func main() {
 	preload := flag.Int("preload", 0, "events written (and vacuumed) before the measured ones")
 	reps := flag.Int("reps", 3, "runs of every variant")
 	list := flag.String("v", "pk,schema2,schema3", "comma-separated variants")
+	conns := flag.Int("conns", 1, "batches written at once, each on its own connection (the writer's MaxInFlight is 2)")
+	batchSize := flag.Int("batch", 1000, "events per COPY")
+	printPIDs := flag.Bool("pids", false, "print the COPY backends' pids on stderr (for profiling them)")
 	flag.Parse()
 	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(*url)
 	check(err)
-	cfg.MaxConns = 1
+	cfg.MaxConns = int32(*conns)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	check(err)
 	defer pool.Close()
@@ -114,8 +177,28 @@ func main() {
 			rng := rand.New(rand.NewPCG(uint64(r), 7))
 			seq := 0
 			load := func(n int) {
-				for done := 0; done < n; done += 1000 {
-					check(store.InsertFresh(ctx, batch(rng, &seq, min(1000, n-done))))
+				// Batches are made in order (times ascending) and written
+				// by -conns goroutines at once, as the writer's batches in
+				// flight are.
+				batches := make(chan []audit.Event, *conns)
+				errs := make(chan error, *conns)
+				for range *conns {
+					go func() {
+						var err error
+						for b := range batches {
+							if err == nil {
+								err = store.InsertFresh(ctx, b)
+							}
+						}
+						errs <- err
+					}()
+				}
+				for done := 0; done < n; done += *batchSize {
+					batches <- batch(rng, &seq, min(*batchSize, n-done))
+				}
+				close(batches)
+				for range *conns {
+					check(<-errs)
 				}
 			}
 			if *preload > 0 {
@@ -125,14 +208,16 @@ func main() {
 			}
 			_, err := pool.Exec(ctx, "CHECKPOINT")
 			check(err)
-			var bpid int
-			check(pool.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&bpid))
+			bpids := backendPIDs(ctx, pool, *conns)
+			if *printPIDs {
+				fmt.Fprintln(os.Stderr, "backend pids:", strings.Trim(fmt.Sprint(bpids), "[]"))
+			}
 			time.Sleep(300 * time.Millisecond)
-			t0, b0 := clusterTicks(pm), ticks(bpid, false)
+			t0, b0 := clusterTicks(pm), backendTicks(bpids)
 			start := time.Now()
 			load(*rows)
 			elapsed := time.Since(start)
-			b1 := ticks(bpid, false)
+			b1 := backendTicks(bpids)
 			time.Sleep(1500 * time.Millisecond)
 			t1 := clusterTicks(pm)
 			perRow := func(t int64) float64 { return float64(t) * 1e6 / clockTicks / float64(*rows) }
@@ -142,18 +227,51 @@ func main() {
 				float64(*rows)/elapsed.Seconds())
 		}
 	}
-	fmt.Printf("\n%-15s %10s %10s %8s  %s\n", "median", "us/row", "backend", "x pk", "every run (us/row)")
-	for _, name := range names {
-		ratio := "-"
-		if p := total["pk"]; len(p) > 0 {
-			ratio = fmt.Sprintf("%.2f", median(total[name])/median(p))
+	// The ratios are medians of each run's ratio to the reference's run of
+	// the same rep (written just before or after it), which cancels more of
+	// a shared machine's drift than a ratio of medians.
+	ratio := func(name, ref string) string {
+		if len(total[ref]) == 0 {
+			return "-"
 		}
+		var r []float64
+		for i, v := range total[name] {
+			r = append(r, v/total[ref][i])
+		}
+		return fmt.Sprintf("%.3f", median(r))
+	}
+	fmt.Printf("\n%-15s %10s %10s %8s %10s  %s\n", "median", "us/row", "backend", "x pk", "x schema3", "every run (us/row)")
+	for _, name := range names {
 		var all []string
 		for _, v := range total[name] {
 			all = append(all, fmt.Sprintf("%.2f", v))
 		}
-		fmt.Printf("%-15s %10.2f %10.2f %8s  %s\n", name, median(total[name]), median(backend[name]), ratio, strings.Join(all, " "))
+		fmt.Printf("%-15s %10.2f %10.2f %8s %10s  %s\n", name, median(total[name]), median(backend[name]),
+			ratio(name, "pk"), ratio(name, "schema3"), strings.Join(all, " "))
 	}
+}
+
+// backendPIDs opens the pool's n connections and returns their backends'
+// pids.
+func backendPIDs(ctx context.Context, pool *pgxpool.Pool, n int) []int {
+	var pids []int
+	for range n {
+		c, err := pool.Acquire(ctx)
+		check(err)
+		defer c.Release()
+		var pid int
+		check(c.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid))
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+func backendTicks(pids []int) int64 {
+	var t int64
+	for _, p := range pids {
+		t += ticks(p, false)
+	}
+	return t
 }
 
 // createSchema makes a fresh audit_events for variant name.
@@ -162,25 +280,13 @@ func createSchema(ctx context.Context, pool *pgxpool.Pool, name string) error {
 	switch name {
 	case "heap":
 		sql = fmt.Sprintf(table, "")
-	case "schema2", "schema3":
-		sql = "DROP TABLE IF EXISTS audit_events CASCADE;\n"
-		last := map[string]string{"schema2": "000002", "schema3": "000003"}[name]
-		files, err := fs.Glob(migrations.FS, "*.up.sql")
-		if err != nil {
-			return err
-		}
-		slices.Sort(files)
-		for _, f := range files {
-			if f[:6] > last {
-				break
-			}
-			b, err := fs.ReadFile(migrations.FS, f)
-			if err != nil {
-				return err
-			}
-			sql += string(b) + "\n"
-		}
+	case "schema2", "schema3", "schema4":
+		sql = schemaUpTo(name)
 	default:
+		if extra, ok := after3[name]; ok {
+			sql = schemaUpTo("schema3") + extra + "\n"
+			break
+		}
 		sql = fmt.Sprintf(table, ", PRIMARY KEY (at, id)")
 		for _, idx := range variants[name] {
 			sql += "CREATE INDEX ON audit_events " + idx + ";\n"
@@ -188,6 +294,25 @@ func createSchema(ctx context.Context, pool *pgxpool.Pool, name string) error {
 	}
 	_, err := pool.Exec(ctx, sql+partition)
 	return err
+}
+
+// schemaUpTo is the SQL of the migrations up to "schema2" (000002),
+// "schema3" (000003) or "schema4" (000004), after dropping audit_events.
+func schemaUpTo(name string) string {
+	sql := "DROP TABLE IF EXISTS audit_events CASCADE;\n"
+	last := map[string]string{"schema2": "000002", "schema3": "000003", "schema4": "000004"}[name]
+	files, err := fs.Glob(migrations.FS, "*.up.sql")
+	check(err)
+	slices.Sort(files)
+	for _, f := range files {
+		if f[:6] > last {
+			break
+		}
+		b, err := fs.ReadFile(migrations.FS, f)
+		check(err)
+		sql += string(b) + "\n"
+	}
+	return sql
 }
 
 // batch returns n check events of the bench's shape, 66 µs apart (about
