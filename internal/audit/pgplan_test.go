@@ -183,15 +183,15 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 	}
 }
 
-// checkRangePlan asserts that plan reads every filled partition through
-// its primary key (an index scan, or a bitmap of it), not sequentially:
-// since migration 000004 dropped the BRIN on at, time ranges of the
-// overview are the primary key's.
-func checkRangePlan(t *testing.T, plan planNode, filled []string) {
-	t.Helper()
+// planScans returns the scan of each relation in plan (the last one met,
+// depth first), calling visit, when not nil, on every node.
+func planScans(plan planNode, visit func(planNode)) map[string]planNode {
 	scans := map[string]planNode{}
 	var walk func(planNode)
 	walk = func(n planNode) {
+		if visit != nil {
+			visit(n)
+		}
 		if n.Relation != "" {
 			scans[n.Relation] = n
 		}
@@ -200,6 +200,16 @@ func checkRangePlan(t *testing.T, plan planNode, filled []string) {
 		}
 	}
 	walk(plan)
+	return scans
+}
+
+// checkRangePlan asserts that plan reads every filled partition through
+// its primary key (an index scan, or a bitmap of it), not sequentially:
+// since migration 000004 dropped the BRIN on at, time ranges of the
+// overview are the primary key's.
+func checkRangePlan(t *testing.T, plan planNode, filled []string) {
+	t.Helper()
+	scans := planScans(plan, nil)
 	for _, rel := range filled {
 		n, ok := scans[rel]
 		if ok && n.NodeType == "Bitmap Heap Scan" && len(n.Plans) == 1 {
@@ -292,20 +302,11 @@ func checkPlan(t *testing.T, plan planNode, filled []string, want string, sorted
 	if plan.NodeType != "Limit" {
 		t.Errorf("got top node %s, want Limit\n%s", plan.NodeType, plan)
 	}
-	scans := map[string]planNode{}
-	var walk func(planNode)
-	walk = func(n planNode) {
+	scans := planScans(plan, func(n planNode) {
 		if n.NodeType == "Sort" && !sorted {
 			t.Errorf("got a Sort of the matching rows, want them read in order\n%s", plan)
 		}
-		if n.Relation != "" {
-			scans[n.Relation] = n
-		}
-		for _, c := range n.Plans {
-			walk(c)
-		}
-	}
-	walk(plan)
+	})
 	for _, rel := range filled {
 		n, ok := scans[rel]
 		if !ok {

@@ -62,3 +62,97 @@ func TestRedisSpecs(t *testing.T) {
 		t.Errorf("counts %d and %d, want 1 and 2 (a passed challenge logs past its limit)", res.Rules[0].Count, res.Rules[69].Count)
 	}
 }
+
+// TestRedisSpecVaryingFields: infos and distinct values holding spaces
+// (and other whitespace) travel outside the spec, each to its own failure
+// rule and other rule, in a check with a denial escalation, other rules and
+// a reservation at once, and in a report; answers agree with the memory
+// store's.
+func TestRedisSpecVaryingFields(t *testing.T) {
+	ctx := context.Background()
+	redisURL, prefix := testenv.Redis(t)
+	rs, _, _ := newRedisTestStore(t, redisURL, prefix)
+	ms := NewMemory(MemoryConfig{})
+	t.Cleanup(func() { ms.Close() })
+	for si, st := range []Store{rs, ms} {
+		p := fmt.Sprintf("%svary%d:", prefix, si)
+		esc := func(tag string) Escalation {
+			return Escalation{Ladder: []time.Duration{time.Hour, 2 * time.Hour}, Decay: time.Hour, Failures: []FailureRule{
+				{Key: p + tag + "f1", Limit: 1, Window: time.Hour, LockKey: p + tag + "k1", Info: "info one\twith spaces", Name: "one"},
+				{Key: p + tag + "fd", Limit: 1, Window: time.Hour, LockKey: p + tag + "k2", Info: " two ", Distinct: "a b\nc d ", Name: "two"},
+				{Key: p + tag + "f3", Limit: 1, Window: time.Hour, LockKey: p + tag + "k3", Info: "", Name: "three"},
+			}}
+		}
+		deny := esc("d")
+		rsv := Escalation{Ladder: []time.Duration{3 * time.Hour}, Failures: []FailureRule{
+			{Key: p + "rf", Limit: 1, Window: time.Hour, LockKey: p + "rk", Info: "res erved", Name: "r"},
+		}}
+		rules := []Rule{
+			{Key: p + "l1", Limit: 5, Window: time.Hour},
+			{Key: p + "d1", Limit: 1, Window: time.Hour, Distinct: " x y z  "},
+			{Key: p + "d2", Limit: 2, Window: time.Hour, Distinct: "\x00 \x00 \x00 \x20\x20"},
+		}
+		// Allowed: reserves, the reservation's one failure rule strikes.
+		res, err := st.Check(ctx, &CheckRequest{Rules: rules, Cost: 1, DenialFailures: &deny,
+			Reserve: &Reservation{Escalation: rsv, Records: []string{p + "rec"}, TTL: time.Hour}})
+		if err != nil || !res.Allowed {
+			t.Fatalf("store %d: first check %+v %v", si, res, err)
+		}
+		if len(res.Struck) != 1 || res.Struck[0].Info != "res erved" {
+			t.Fatalf("store %d: first check struck %+v, want the reservation's with its info", si, res.Struck)
+		}
+		// Another distinct value than d1's: denied, the denial strikes every failure rule.
+		rules[1].Distinct = "other v\x20"
+		res, err = st.Check(ctx, &CheckRequest{Rules: rules, Cost: 1, DenialFailures: &deny})
+		if err != nil || res.Allowed {
+			t.Fatalf("store %d: second check %+v %v", si, res, err)
+		}
+		want := map[string]string{"one": "info one\twith spaces", "two": " two ", "three": ""}
+		if len(res.Struck) != 3 {
+			t.Fatalf("store %d: second check struck %+v", si, res.Struck)
+		}
+		for _, s := range res.Struck {
+			if want[s.Rule] != s.Info {
+				t.Errorf("store %d: rule %q struck with info %q, want %q", si, s.Rule, s.Info, want[s.Rule])
+			}
+		}
+		// The lock records hold each rule's info (redis.lua writes it).
+		for i, f := range deny.Failures {
+			res, err := st.Check(ctx, &CheckRequest{Locks: []LockRef{{Key: f.LockKey}}, Cost: 1})
+			if err != nil || res.Locked == nil || res.Locked.Info != f.Info {
+				t.Errorf("store %d: lock of failure rule %d: %+v %v, want locked with info %q", si, i, res.Locked, err, f.Info)
+			}
+		}
+		// A report: every failure rule strikes again, infos intact.
+		rep, err := st.Report(ctx, &ReportRequest{Failure: true, Escalation: esc("r"), Nonce: "n"})
+		if err != nil || len(rep.Struck) != 3 {
+			t.Fatalf("store %d: report %+v %v", si, rep, err)
+		}
+		for _, s := range rep.Struck {
+			if want[s.Rule] != s.Info {
+				t.Errorf("store %d: report: rule %q struck with info %q, want %q", si, s.Rule, s.Info, want[s.Rule])
+			}
+		}
+		for i, f := range esc("r").Failures {
+			res, err := st.Check(ctx, &CheckRequest{Locks: []LockRef{{Key: f.LockKey}}, Cost: 1})
+			if err != nil || res.Locked == nil || res.Locked.Info != f.Info {
+				t.Errorf("store %d: report: lock of failure rule %d: %+v %v, want locked with info %q", si, i, res.Locked, err, f.Info)
+			}
+		}
+		// The reservation's lock record holds its info too.
+		res, err = st.Check(ctx, &CheckRequest{Locks: []LockRef{{Key: p + "rk"}}, Cost: 1})
+		if err != nil || res.Locked == nil || res.Locked.Info != "res erved" {
+			t.Errorf("store %d: reservation's lock: %+v %v", si, res.Locked, err)
+		}
+		// The distinct failure set holds its value with its spaces: the
+		// same value again is no new value (limit 2: no strike), another is.
+		dset := []FailureRule{{Key: p + "ds", Limit: 2, Window: time.Hour, LockKey: p + "dk", Info: "d", Distinct: " v a l  ", Name: "d"}}
+		for n, v := range []string{" v a l  ", " v a l  ", "v a l   "} {
+			dset[0].Distinct = v
+			rep, err := st.Report(ctx, &ReportRequest{Failure: true, Escalation: Escalation{Ladder: []time.Duration{time.Hour}, Failures: dset}})
+			if err != nil || len(rep.Struck) != map[bool]int{true: 1, false: 0}[n == 2] {
+				t.Errorf("store %d: distinct report %d (%q): %+v %v", si, n, v, rep.Struck, err)
+			}
+		}
+	}
+}
