@@ -22,11 +22,10 @@
 --             spared when the device is trusted) [cost (hexadecimal),
 --             flags ('' when none is set, else '0'/'1' each: dry run, then
 --             per log rule and per other rule: its challenge was
---             passed)], per rule: limit
---             window keep (decimal) flags (1 shadow + 2 challenge), the
---             escalation when denyFail, per other rule: kind limit window
---             keep flags [member], then reserve(0/1), and when 1: ttl,
---             escalation
+--             passed)], per rule: limit window keep (decimal) flags (1
+--             shadow + 2 challenge), the escalation when denyFail, per
+--             other rule: kind limit window keep flags [member], then
+--             reserve(0/1), and when 1: ttl, escalation
 --   report:   nL nT failure(0/1) trustTTL nC, escalation, spares (as a
 --             check's), then nRec (0/1)
 --   release:  nF
@@ -126,8 +125,9 @@ local function flag(i) return FL ~= '' and sbyte(FL, i) == 49 end
 
 -- specs caches parsed specs by their string: a check's or a report's, of
 -- which a policy has a few dozen (the other ops are rare, and rollback's
--- and undo's specs hold stamps: parsed per call). A Lua string is interned, so a lookup hashes nothing.
--- Bounded: past maxSpecs the cache starts again.
+-- and undo's specs hold stamps: parsed per call). A Lua string is
+-- interned, so a lookup hashes nothing. Bounded: past maxSpecs the cache
+-- starts again.
 local specs, nSpecs, maxSpecs = {}, 0, 512
 local function spec(s)
   local p = specs[s]
