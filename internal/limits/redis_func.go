@@ -85,6 +85,9 @@ func (f *redisFunc) reload(ctx context.Context, c redis.UniversalClient) error {
 // function it does not have: after a restart without persistence, FUNCTION
 // FLUSH, or on a node new to the cluster. The caller loads and calls again.
 func functionMissing(err error) bool {
+	if err == nil {
+		return false // before rerr, which escapes: no allocation per reply
+	}
 	var rerr redis.Error
-	return err != nil && errors.As(err, &rerr) && strings.Contains(rerr.Error(), "Function not found")
+	return errors.As(err, &rerr) && strings.Contains(rerr.Error(), "Function not found")
 }
