@@ -112,7 +112,7 @@ local KEYS, ARGV, now
 -- ARGV[2..] are the fields that vary from call to call (a check's cost and
 -- flags, a failure rule's lock info, a distinct rule's value), in the
 -- order the sections read them: read by dyn().
-local ST, SN -- the spec's tokens, and each as a hexadecimal number (or false)
+local SP, ST, SN -- the parsed spec; its tokens, and each as a hexadecimal number (or false)
 local FL -- a check's flags: '' (none set) or '0'/'1' per flag (see flag())
 local ai, di, ki = 0, 1, 0
 local function arg() ai = ai + 1 return ST[ai] end
@@ -283,11 +283,32 @@ local function slow()
     return s
   end
 
-  -- readEscalation reads an escalation section into esc: its fields
-  -- first, then each table whole (a table grown field by field rehashes
-  -- as it grows). A failure rule's lockout index keys stay in KEYS,
-  -- KEYS[x+1..x+nX], read by strike().
+  -- readEscalation reads an escalation section into esc. Its spec
+  -- fields and the positions of its keys are the same in every call of
+  -- one spec, so its tables are built by the first such call and kept
+  -- with the parsed spec (SP.esc, by the section's position in the spec);
+  -- every call fills in only what varies: each failure rule's log and
+  -- lock keys, info and value. A failure rule's lockout index keys stay
+  -- in KEYS, KEYS[x+1..x+nX], read by strike().
   local function readEscalation()
+    local cache = SP.esc
+    if not cache then
+      cache = {}
+      SP.esc = cache
+    end
+    local e = cache[ai]
+    if e then
+      ai, ki = e.ai, e.ki
+      local fails = e.fails
+      for i = 1, #fails do
+        local f = fails[i]
+        f.info, f.member = dyn(), dyn() or ''
+        f.key, f.lock = KEYS[f.x - 1], KEYS[f.x]
+      end
+      esc = e
+      return
+    end
+    local at = ai
     local nF, decay, nS = num(), num(), num()
     local ladder = {}
     for i = 1, nS do ladder[i] = num() end
@@ -301,7 +322,8 @@ local function slow()
         key = k, lock = lock, x = ki, nX = nX}
       ki = ki + nX
     end
-    esc = {fails = fails, decay = decay, ladder = ladder}
+    esc = {fails = fails, decay = decay, ladder = ladder, ai = ai, ki = ki}
+    cache[at] = esc
   end
 
   -- strike raises failure rule i's lock by one level and restarts it.
@@ -596,14 +618,15 @@ local function run(keys, args)
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
   local p = spec(ARGV[1])
-  ST, SN, FL = p[1], p[2], nil
+  SP, ST, SN, FL = p, p[1], p[2], nil
   ai, di, ki = 0, 1, 0
-  -- A table the last call left empty serves again; one it filled is
-  -- replaced (a common check fills none of them).
-  if next(raw) then raw = {} end
-  if next(logs) then logs = {} end
-  if next(struck) then struck = {} end
-  if next(others) then others = {} end
+  -- The tables of the last call serve again, emptied in place: a table
+  -- keeps its size, where a new one would grow again (a common check
+  -- fills none of them).
+  for k in next, raw do raw[k] = nil end
+  for k in next, logs do logs[k] = nil end
+  for i = #struck, 1, -1 do struck[i] = nil end
+  for i = #others, 1, -1 do others[i] = nil end
   trustKey, trusted, esc, nowStamp = nil, nil, nil, nil
 
   local op = arg()

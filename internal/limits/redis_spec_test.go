@@ -156,3 +156,54 @@ func TestRedisSpecVaryingFields(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisSpecEscalationCache: redis.lua keeps an escalation section's
+// tables with the parsed spec and fills in each call's keys, infos and
+// values; reports of one spec for ten identities each strike their own
+// lock with their own info, and a check's denial escalation of the same
+// shape does too.
+func TestRedisSpecEscalationCache(t *testing.T) {
+	ctx := context.Background()
+	redisURL, prefix := testenv.Redis(t)
+	s, _, _ := newRedisTestStore(t, redisURL, prefix)
+	esc := func(id int) Escalation {
+		p := fmt.Sprintf("%sesc%d:", prefix, id)
+		return Escalation{Ladder: []time.Duration{time.Hour}, Decay: time.Hour, Failures: []FailureRule{
+			{Key: p + "f", Limit: 2, Window: time.Hour, LockKey: p + "lock", Info: fmt.Sprintf("identity %d", id), Name: "f"},
+		}}
+	}
+	lockOf := func(id int) []LockRef { return []LockRef{{Key: esc(id).Failures[0].LockKey}} }
+	for id := range 10 {
+		// The first failure of each identity strikes nothing, the second
+		// strikes that identity's lock.
+		for n := range 2 {
+			res, err := s.Report(ctx, &ReportRequest{Failure: true, Escalation: esc(id)})
+			if err != nil || len(res.Struck) != n {
+				t.Fatalf("identity %d failure %d: %+v %v, want %d strikes", id, n+1, res, err, n)
+			}
+		}
+		res, err := s.Check(ctx, &CheckRequest{Cost: 1, Locks: lockOf(id)})
+		if err != nil || res.Locked == nil || res.Locked.Info != fmt.Sprintf("identity %d", id) {
+			t.Fatalf("identity %d: %+v %v, want locked with its own info", id, res.Locked, err)
+		}
+	}
+	// A check denied by a full log records the failure in its denial
+	// escalation: the same shape for other identities, each its own log.
+	for id := 10; id < 15; id++ {
+		e := esc(id)
+		rule := []Rule{{Key: fmt.Sprintf("%sesc%d:log", prefix, id), Limit: 1, Window: time.Hour}}
+		for n := range 3 {
+			res, err := s.Check(ctx, &CheckRequest{Cost: 1, Rules: rule, DenialFailures: &e})
+			if err != nil || res.Allowed != (n == 0) {
+				t.Fatalf("identity %d check %d: %+v %v", id, n+1, res, err)
+			}
+		}
+		res, err := s.Check(ctx, &CheckRequest{Cost: 1, Locks: lockOf(id)})
+		if err != nil || res.Locked == nil || res.Locked.Info != fmt.Sprintf("identity %d", id) {
+			t.Fatalf("identity %d after two denials: %+v %v, want locked with its own info", id, res.Locked, err)
+		}
+		if res, _ := s.Check(ctx, &CheckRequest{Cost: 1, Locks: lockOf(id + 100)}); res.Locked != nil {
+			t.Fatalf("an identity that never failed is locked: %+v", res.Locked)
+		}
+	}
+}
