@@ -293,7 +293,7 @@ login_call() {
 		"${u}k:auth:user!m" "${ip}k:auth:ip!m" "${d}k:auth:device!m"
 		"${u}k:auth:user+ip!m:x__rand_int__" "${u}k:auth:user+device!m:y__rand_int__"
 		"${u}t:y__rand_int__")
-	LOGIN_ARGS=('check 3 7 1 0 0 1 f4240 ea60 60000 0 f4240 dbba0 900000 0 f4240 36ee80 3600000 0 0' 1 '')
+	LOGIN_ARGS=('check 3 7 1 0 0 1 0 f4240 ea60 60000 0 f4240 dbba0 900000 0 f4240 36ee80 3600000 0 0' 1 '')
 }
 
 # report_call sets REPORT_KEYS and REPORT_ARGS to a failed login's report

@@ -106,7 +106,7 @@ func (s *RedisStore) Check(ctx context.Context, req *CheckRequest) (CheckResult,
 			// its entries: stricter, never looser.
 			return CheckResult{}, redisError("call check function", c.err)
 		}
-		r, err := parseReply(c.res, len(groups[i].rules), len(groups[i].others))
+		r, err := parseReply(c.res, len(groups[i].rules), len(groups[i].others), groups[i].wantAt)
 		if err != nil {
 			return CheckResult{}, fmt.Errorf("read check reply: %w", err)
 		}

@@ -19,7 +19,9 @@
 -- or "release"), then per op (in [brackets] the fields that are not in the
 -- spec but the next of ARGV[2..], in this order):
 --   check:    nR nL nT nO denyFail(0/1) spares (bit j-1 set: lock j is
---             spared when the device is trusted) [cost (hexadecimal),
+--             spared when the device is trusted) ats (0/1: reply each
+--             rule's at, which only a Cluster rollback reads) [cost
+--             (hexadecimal),
 --             flags ('' when none is set, else '0'/'1' each: dry run, then
 --             per log rule and per other rule: its challenge was
 --             passed)], per rule: limit window keep (decimal) flags (1
@@ -69,8 +71,9 @@
 --                settled; PX the longest failure window
 --
 -- Replies:
---   check:   now allowed lockIdx level since until info nR
---            {count oldest kth} per rule, {at} per rule,
+--   check:   now allowed lockIdx, when lockIdx > 0 level since until
+--            info, nR, {count oldest kth} per rule, when ats {at} per
+--            rule,
 --            nO {a b c d at} per other rule,
 --            nStruck {failIdx level since until}
 --            count is the rule's entries in its window before this attempt,
@@ -83,7 +86,8 @@
 --            window, b = 1 if the attempt's is one, c = oldest stamp, d =
 --            oldest stamp of the other values, at = the stamp of a value
 --            this call added (0: none, or only refreshed)
---   report:  now 0 lockIdx level since until info 0 nStruck {...}
+--   report:  now 0 lockIdx (level since until info when lockIdx > 0)
+--            0 nStruck {...}
 --   unlock:  now anyActive
 --   rollback, release: now
 --   A check's nStruck strikes are of the reservation's escalation when it
@@ -245,10 +249,17 @@ local esc, struck = nil, {}
 -- call allocates none of them and they grow once.
 local OUT, on, FIT, AT = {}, 0, {}, {}
 local function put(x) on = on + 1 OUT[on] = x end
--- reply starts OUT: now, allowed, lockIdx, level, since, until, info, nR.
-local function reply(nR)
-  OUT[1], OUT[2], OUT[3], OUT[4], OUT[5], OUT[6], OUT[7], OUT[8] = now, 0, 0, 0, 0, 0, '', nR
-  on = 8
+-- reply starts OUT: now, allowed, lockIdx, then when lockIdx > 0 the
+-- lock li's (record lr's) level, since, until and info, then nR.
+local function reply(nR, li, lr)
+  OUT[1], OUT[2], OUT[3] = now, 0, li
+  on = 3
+  if lr then
+    OUT[4], OUT[5], OUT[6], OUT[7] = lr[1], lr[2], lr[3], lr[5]
+    on = 7
+  end
+  on = on + 1
+  OUT[on] = nR
 end
 
 -- The failure machinery (escalation, strikes, reservations, reports) is
@@ -593,13 +604,10 @@ function kinds()
 end
 
 -- finish returns a check's or report's reply, OUT[1..on], with the
--- active lock li (record lr) and the strikes put in. OUT serves as the
+-- strikes put in. OUT serves as the
 -- reply of every call: Redis reads a reply array up to its first nil, so
 -- what a longer reply left beyond on is cut off by one nil.
-local function finish(li, lr)
-  if lr then
-    OUT[3], OUT[4], OUT[5], OUT[6], OUT[7] = li, lr[1], lr[2], lr[3], lr[5]
-  end
+local function finish()
   put(#struck / 4)
   for i = 1, #struck do put(struck[i]) end
   OUT[on + 1] = nil
@@ -633,8 +641,8 @@ local function run(keys, args)
 
   if op == 'check' then
     -- The header by index: ST[1] is the op.
-    local nR, nL, nT, nO, denyFail, spares = SN[2], SN[3], SN[4], SN[5], ST[6] == '1', SN[7]
-    ai = 7
+    local nR, nL, nT, nO, denyFail, spares, ats = SN[2], SN[3], SN[4], SN[5], ST[6] == '1', SN[7], ST[8] == '1'
+    ai = 8
     local cost = tonumber(ARGV[2], 16)
     FL = ARGV[3]
     di = 3
@@ -682,7 +690,7 @@ local function run(keys, args)
     local allowed = li == 0
     -- hard: an enforced rule that does not challenge denies.
     local hard = false
-    reply(nR)
+    reply(nR, li, lr)
     local fit, at = FIT, AT
     for i = 1, nR do
       local b = rb + 4 * (i - 1)
@@ -731,8 +739,10 @@ local function run(keys, args)
       end
       if nO > 0 then kinds().record(cost) end
     end
-    for i = 1, nR do OUT[on + i] = at[i] end
-    on = on + nR
+    if ats then
+      for i = 1, nR do OUT[on + i] = at[i] end
+      on = on + nR
+    end
     if nO > 0 then kinds().reply() else put(0) end
     OUT[2] = allowed and 1 or 0
     -- A denial only by challenge rules is a challenge: no failure.
@@ -743,7 +753,7 @@ local function run(keys, args)
       slow().fail(rec)
       redis.call('SET', rk, table.concat(rec, '\n'), 'PX', rttl)
     end
-    return finish(li, lr)
+    return finish()
   end
 
   if op == 'report' then
@@ -805,8 +815,8 @@ local function run(keys, args)
       if lv == nil then lv = v[j] end
       if lv and not (spared(spares, j) and isTrusted(v[nL + 1])) then li, lr = later(li, lr, j, lv) end
     end
-    reply(0)
-    return finish(li, lr)
+    reply(0, li, lr)
+    return finish()
   end
 
   if op == 'unlock' then

@@ -30,6 +30,9 @@ type callGroup struct {
 	record     string
 	rsv        []FailureRule
 	rsvForeign [][]string
+	// wantAt: the check's reply carries each rule's stamp, which only the
+	// rollback of a decision spanning slots reads.
+	wantAt bool
 }
 
 // groups collects callGroups by slot, in first-seen order.
@@ -161,6 +164,9 @@ func (s *RedisStore) checkGroups(req *CheckRequest) []*callGroup {
 	if req.Reserve != nil && !req.DryRun {
 		gs.addReserve(req.Reserve)
 	}
+	for _, g := range gs.list {
+		g.wantAt = len(gs.list) > 1
+	}
 	return gs.list
 }
 
@@ -209,6 +215,7 @@ func (g *callGroup) build(req any) ([]string, []any) {
 		a.hex(int64(len(g.others)))
 		a.flag(g.denyFail)
 		a.hex(g.spareMask(req.Locks))
+		a.flag(g.wantAt)
 		a.vary(costArg(req.Cost))
 		a.vary(g.checkFlags(req))
 		for _, i := range g.rules {
@@ -563,24 +570,26 @@ func (r *replyReader) str() string {
 	return s
 }
 
-// parseCheckReply decodes a report reply, or a check reply for nRules
-// rules and no rules of other kinds.
+// parseCheckReply decodes a report reply (nRules 0).
 func parseCheckReply(v []any, nRules int) (checkReply, error) {
-	return parseReply(v, nRules, -1)
+	return parseReply(v, nRules, -1, false)
 }
 
 // parseReply decodes a check reply for nRules log rules and nOthers rules
-// of other kinds; nOthers -1 is a report reply, which has no such section.
-func parseReply(v []any, nRules, nOthers int) (checkReply, error) {
+// of other kinds, with the rules' stamps when ats; nOthers -1 is a report
+// reply, which has no such section.
+func parseReply(v []any, nRules, nOthers int, ats bool) (checkReply, error) {
 	r := &replyReader{v: v}
 	var out checkReply
 	out.now = r.int()
 	out.allowed = r.int() == 1
 	out.lockIdx = int(r.int())
-	out.lock.Level = int(r.int())
-	out.lock.Since = time.UnixMilli(r.int())
-	out.lock.Until = time.UnixMilli(r.int())
-	out.lock.Info = r.str()
+	if out.lockIdx > 0 {
+		out.lock.Level = int(r.int())
+		out.lock.Since = time.UnixMilli(r.int())
+		out.lock.Until = time.UnixMilli(r.int())
+		out.lock.Info = r.str()
+	}
 	if n := int(r.int()); r.err == nil && n != nRules {
 		return out, fmt.Errorf("reply has %d rules, want %d", n, nRules)
 	}
@@ -590,7 +599,7 @@ func parseReply(v []any, nRules, nOthers int) (checkReply, error) {
 	for i := range out.rules {
 		out.rules[i] = ruleReply{count: r.int(), oldest: r.int(), kth: r.int()}
 	}
-	for i := range out.rules {
+	for i := 0; ats && i < len(out.rules); i++ {
 		out.rules[i].at = r.int()
 	}
 	if nOthers >= 0 {

@@ -31,11 +31,11 @@ func TestRedisFunc(t *testing.T) {
 		}
 	}
 	// A dry check of one rule: the reply starts with Redis's time.
-	res, err := c.FCall(ctx, fn.name, []string{prefix + "fn:log"}, "check 1 0 0 0 0 0 a ea60 60000 0 0", "1", "10").Slice()
+	res, err := c.FCall(ctx, fn.name, []string{prefix + "fn:log"}, "check 1 0 0 0 0 0 0 a ea60 60000 0 0", "1", "10").Slice()
 	if err != nil || len(res) == 0 {
 		t.Fatalf("fcall: %v %v", res, err)
 	}
-	if r, err := parseReply(res, 1, 0); err != nil || r.now < 1e12 {
+	if r, err := parseReply(res, 1, 0, false); err != nil || r.now < 1e12 {
 		t.Errorf("reply: %+v %v, want Redis time in ms", r, err)
 	}
 	_, err = c.FCall(ctx, "guard_0000000000000000", []string{prefix + "fn:log"}, "check").Result()
