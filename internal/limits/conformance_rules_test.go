@@ -506,6 +506,10 @@ func confRejectsInvalid(t *testing.T, c *conf) {
 		req  ReportRequest
 	}{
 		{"empty lock key", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Failures[0].LockKey = "" })}},
+		{"one log for two failure rules", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) {
+			e.Failures = append(e.Failures, e.Failures[0])
+			e.Failures[1].LockKey += "2"
+		})}},
 		{"info over 512 bytes", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Failures[0].Info = strings.Repeat("i", 513) })}},
 		{"ladder step 0", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Ladder = []time.Duration{0} })}},
 		{"negative decay", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Decay = -time.Second })}},

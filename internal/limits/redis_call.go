@@ -390,10 +390,6 @@ func opArgs(op string, nums ...int64) []any {
 	return a.args()
 }
 
-// noFlags is the flags field of a check with none set (no dry run, no
-// challenge passed), nearly every check's, boxed once.
-var noFlags any = ""
-
 // checkFlags is a check's flags field: "" when none is set, else '0' or
 // '1' for dry run, then for each of the group's log rules and other rules
 // whether the attempt passed its challenge.
@@ -407,24 +403,17 @@ func (g *callGroup) checkFlags(req *CheckRequest) any {
 		set = set || req.Rules[i].Passed
 	}
 	if !set {
-		return noFlags
+		return "" // a constant: boxed without an allocation
 	}
 	b := make([]byte, 0, n)
-	b = append(b, redisDigit(req.DryRun))
+	b = append(b, byte('0'+redisBool(req.DryRun)))
 	for _, i := range g.rules {
-		b = append(b, redisDigit(req.Rules[i].Passed))
+		b = append(b, byte('0'+redisBool(req.Rules[i].Passed)))
 	}
 	for _, i := range g.others {
-		b = append(b, redisDigit(req.Rules[i].Passed))
+		b = append(b, byte('0'+redisBool(req.Rules[i].Passed)))
 	}
 	return string(b)
-}
-
-func redisDigit(b bool) byte {
-	if b {
-		return '1'
-	}
-	return '0'
 }
 
 func (g *callGroup) lockKeys(keys []string, locks []LockRef) []string {

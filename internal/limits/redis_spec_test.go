@@ -207,3 +207,27 @@ func TestRedisSpecEscalationCache(t *testing.T) {
 		}
 	}
 }
+
+// TestSpecCacheBound: Guard's spec cache interns up to maxSpecs specs and
+// starts again when full, so the current policy's specs are interned
+// again after old policies' filled it.
+func TestSpecCacheBound(t *testing.T) {
+	c := specCache{m: map[string]any{}}
+	for i := range maxSpecs + 10 {
+		b := []byte(fmt.Sprintf("check %x", i))
+		if v := c.get(b); v != string(b) {
+			t.Fatalf("spec %d: got %v", i, v)
+		}
+		if len(c.m) > maxSpecs {
+			t.Fatalf("cache of %d specs, want at most %d", len(c.m), maxSpecs)
+		}
+	}
+	cur := []byte("check current")
+	first := c.get(cur)
+	if _, ok := c.m[string(cur)]; !ok {
+		t.Fatal("a spec met after the cache filled is not interned")
+	}
+	if again := c.get(cur); again != first {
+		t.Errorf("interned spec %v, then %v", first, again)
+	}
+}
