@@ -29,14 +29,14 @@ type RedisStoreConfig struct {
 
 // RedisStore is the Store backed by Redis (one node, Sentinel or Cluster):
 // each Check, Report and Unlock is one FCALL of one embedded Lua function
-// library (redisFunc) per Redis Cluster slot its keys fall in (on one node or Sentinel: one),
-// so a decision is atomic and costs one round trip; "now" is Redis TIME,
-// one clock for every Guard instance on a node.
+// library (redisFunc) per Redis Cluster slot its keys fall in (on one node
+// or Sentinel: one), so a decision is atomic and costs one round trip;
+// "now" is Redis TIME, one clock for every Guard instance on a node.
 //
 // Concurrent calls share round trips: a small batcher pipelines the
 // calls of every decision waiting at the moment (see batcher).
 //
-// On Redis Cluster a decision whose keys span slots runs one script per
+// On Redis Cluster a decision whose keys span slots makes one call per
 // slot, all issued together. Each slot checks and logs its own rules; when
 // any slot denies, the slots that logged take their entries back
 // (rollback), so under contention a decision may be denied that one Redis
@@ -344,9 +344,10 @@ func (s *RedisStore) slot(key string) int {
 	return keySlot(key)
 }
 
-// Prepare loads the function library (on Cluster: into every master), so that the
-// first decisions cost one round trip each rather than two; it also tells
-// whether Redis answers. Call it at start; the store works without it.
+// Prepare loads the function library (on Cluster: into every master), so
+// that the first decisions cost one round trip each rather than two; it
+// also tells whether Redis answers. Call it at start; the store works
+// without it.
 func (s *RedisStore) Prepare(ctx context.Context) error {
 	if err := s.fn.load(ctx, s.client); err != nil {
 		return redisError("load function library", err)
