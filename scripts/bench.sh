@@ -3,33 +3,36 @@
 # machine (docs/performance.md, "Decisions over HTTP"):
 #
 #   ./scripts/bench.sh                       # 10 s per phase, 50 connections
+#   BENCH_RUNS=5 ./scripts/bench.sh          # 5 runs in turn, and medians
 #   BENCH_SECONDS=20 BENCH_CONNECTIONS=100 ./scripts/bench.sh
 #   BENCH_PPROF=/tmp/guard.pprof ./scripts/bench.sh   # and a CPU profile
-#                                                     # of Guard in step 3
+#                                                     # of Guard in run 1
 #
 # It starts a private Redis (port BENCH_REDIS_PORT, default 6399) and a
 # private Postgres cluster (BENCH_PG_PORT, default 5499) in a temporary
-# directory, so no other load shares their CPU, and then:
+# directory, so no other load shares their CPU, measures the Redis bytes
+# of one full 100-entry log (MEMORY USAGE), and then runs, BENCH_RUNS
+# times (default 1) one after the other:
 #
 #   1. raw baselines with redis-benchmark at c=50: PING, and Guard's own
 #      function by FCALL with the keys and arguments Guard sends for the
-#      3-rule login check of step 3 (ip, user, device logs; 7 lock records,
+#      3-rule login check of step 2 (ip, user, device logs; 7 lock records,
 #      a trust record), -P 1 and -P 16;
-#   2. Redis bytes of one full 100-entry log (MEMORY USAGE);
-#   3. Guard's POST /v1/check over HTTP under wrk at c=50, audit on
+#   2. Guard's POST /v1/check over HTTP under wrk at c=50, audit on
 #      Postgres, every request a random user, IP and device;
-#   4. the floor of any Go HTTP service: scripts/rawhttp (net/http reading
+#   3. the floor of any Go HTTP service: scripts/rawhttp (net/http reading
 #      the body and answering a fixed decision-sized JSON) under the same
 #      wrk load;
+#   4. with ENVOY_RATELIMIT_BIN set to a built envoyproxy/ratelimit
+#      binary, that service's HTTP /json endpoint over the same Redis with
+#      a 3-descriptor config (see docs/performance.md) under the same load;
 #
-# and prints decisions/s, p50/p99, Redis CPU per decision (INFO
-# commandstats and the process's CPU), Guard's and Postgres's CPU per
-# decision (from /proc), and the ratios Guard / raw. With
-# ENVOY_RATELIMIT_BIN set to a built envoyproxy/ratelimit binary it also
-# measures that service's HTTP /json endpoint over the same Redis with a
-# 3-descriptor config (see docs/performance.md). Installs redis-server,
-# postgresql and wrk with apt-get when missing. Never touches the shared
-# Redis or Postgres.
+# and prints for each run decisions/s, p50/p99, Redis CPU per decision
+# (INFO commandstats and the process's CPU), Guard's and Postgres's CPU per
+# decision (from /proc), and the ratios of the run, and with more than one
+# run the median of every figure and of every ratio. Installs
+# redis-server, postgresql and wrk with apt-get when missing. Never
+# touches the shared Redis or Postgres.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -44,6 +47,7 @@ command -v wrk >/dev/null 2>&1 || apt_install wrk
 pgbin=$(private_pg_bin)
 
 secs=${BENCH_SECONDS:-10}
+runs=${BENCH_RUNS:-1}
 conns=${BENCH_CONNECTIONS:-50}
 rport=${BENCH_REDIS_PORT:-6399}
 pgport=${BENCH_PG_PORT:-5499}
@@ -93,7 +97,7 @@ wait_for "private Redis" sh -c "redis-cli -p $rport ping | grep -q PONG"
 psql -w "postgres://postgres@127.0.0.1:$pgport/postgres" -qAtc "CREATE DATABASE guard" >/dev/null
 db="postgres://postgres@127.0.0.1:$pgport/guard?sslmode=disable"
 
-# 1. Raw baselines.
+# Everything below runs in the private servers only.
 guard_fn_load "$rport"
 fn=$(guard_fn)
 login_call
@@ -103,19 +107,9 @@ n=$((secs * 20000))
 # p99, max (ms); field N of it by csv_field.
 rb() { redis-benchmark -p "$rport" -c "$conns" -n "$n" -r 1000000 --csv "$@" | tail -n 1 | tr -d '"'; }
 csv_field() { echo "$1" | cut -d, -f"$2"; }
-log "redis-benchmark PING, c=$conns"
-ping_p1=$(csv_field "$(rb -P 1 -t ping_mbulk)" 2)
-log "redis-benchmark FCALL (3-rule login), c=$conns, -P 1 and -P 16"
-rcli config resetstat >/dev/null
-r0=$(cpu_ticks "$(redis_pid)")
-eval_p1_csv=$(rb -P 1 fcall "$fn" "${#LOGIN_KEYS[@]}" "${LOGIN_KEYS[@]}" "${LOGIN_ARGS[@]}")
-eval_p1=$(csv_field "$eval_p1_csv" 2)
-r1=$(cpu_ticks "$(redis_pid)")
-eval_usec=$(fcall_usec)
-eval_calls=$(fcall_calls)
-eval_p16=$(csv_field "$(rb -P 16 fcall "$fn" "${#LOGIN_KEYS[@]}" "${LOGIN_KEYS[@]}" "${LOGIN_ARGS[@]}")" 2)
+rb_login() { rb "$@" fcall "$fn" "${#LOGIN_KEYS[@]}" "${LOGIN_KEYS[@]}" "${LOGIN_ARGS[@]}"; }
 
-# 2. Bytes of one full 100-entry log, key as long as Guard's.
+# Bytes of one full 100-entry log, key as long as Guard's (once).
 fullkey="guard:v2:{0123456789abcdefghijklmn}l:login/user"
 for _ in $(seq 100); do
 	rcli fcall "$fn" 1 "$fullkey" 'check 1 0 0 0 0 0 0 64 36ee80 3600000 0 0' 1 '' >/dev/null
@@ -123,9 +117,11 @@ done
 full_bytes=$(rcli memory usage "$fullkey")
 rcli flushall >/dev/null
 
-# 3. Guard over HTTP.
+# Guard, the bare server and envoy's ratelimit are built, started and
+# warmed up once; each run measures them in turn.
 # BENCH_PPROF: a Guard built with -tags pprof (docs/performance.md,
-# "Profiling") whose CPU profile of the measured phase lands in that file.
+# "Profiling") whose CPU profile of the first run's Guard phase lands in
+# that file.
 go build ${BENCH_PPROF:+-tags pprof} -o "$work/guard" ./cmd/guard
 pprof_port=$((gport + 1))
 cat >"$work/guard.yaml" <<EOF
@@ -170,52 +166,13 @@ guard_pid=$!
 wait_for "Guard" curl -fs "http://127.0.0.1:$gport/readyz"
 # Warm up connections, caches and the JIT of wrk's Lua.
 wrk -t2 -c "$conns" -d2s -s "$work/check.lua" "http://127.0.0.1:$gport" >/dev/null
-sleep 1
-rcli config resetstat >/dev/null
-degraded() { curl -fs "http://127.0.0.1:$gport/metrics" | awk '/^guard_degraded_decisions_total/ {n += $NF} END {print n + 0}'; }
-deg0=$(degraded)
-pg_before=$(psql -w "$db" -qAtc "SELECT count(*) FROM audit_events")
-g0=$(cpu_ticks "$guard_pid"); p0=$(cpu_ticks $(pg_pids)); rr0=$(cpu_ticks "$(redis_pid)")
-log "wrk POST /v1/check, c=$conns, ${secs}s"
-if [ -n "${BENCH_PPROF:-}" ]; then
-	curl -fs -o "$BENCH_PPROF" "http://127.0.0.1:$pprof_port/debug/pprof/profile?seconds=$((secs > 3 ? secs - 2 : 1))" &
-fi
-wrk -t2 -c "$conns" -d"${secs}s" --latency -s "$work/check.lua" "http://127.0.0.1:$gport" >"$work/wrk.txt"
-wait_profile=${BENCH_PPROF:+1}
-[ -z "$wait_profile" ] || wait $! || log "no profile written to $BENCH_PPROF"
-g1=$(cpu_ticks "$guard_pid"); rr1=$(cpu_ticks "$(redis_pid)")
-http_usec=$(fcall_usec)
-http_calls=$(fcall_calls)
-deg1=$(degraded)
-# Let the audit writer drain before reading Postgres's share.
-sleep 2
-p1=$(cpu_ticks $(pg_pids))
-pg_after=$(psql -w "$db" -qAtc "SELECT count(*) FROM audit_events")
-rps=$(awk '/^Requests\/sec/ {print $2}' "$work/wrk.txt")
-total=$(awk '/requests in/ {print $1}' "$work/wrk.txt")
-p50=$(awk '/^ +50%/ {print $2}' "$work/wrk.txt")
-p99=$(awk '/^ +99%/ {print $2}' "$work/wrk.txt")
-errors=$(awk '/Non-2xx|Socket errors/ {print}' "$work/wrk.txt")
-rows=$((pg_after - pg_before))
-kill "$guard_pid" && wait "$guard_pid" 2>/dev/null || true
-guard_pid=""
 
-# 4. The floor: a bare net/http server under the same load.
 go build -o "$work/rawhttp" ./scripts/rawhttp
 "$work/rawhttp" -listen 127.0.0.1:18093 >"$work/rawhttp.log" 2>&1 &
 raw_pid=$!
 wait_for "rawhttp" sh -c "curl -fs -X POST -d {} http://127.0.0.1:18093/v1/check >/dev/null"
 wrk -t2 -c "$conns" -d2s -s "$work/check.lua" "http://127.0.0.1:18093" >/dev/null
-h0=$(cpu_ticks "$raw_pid")
-log "wrk rawhttp, c=$conns, ${secs}s"
-wrk -t2 -c "$conns" -d"${secs}s" --latency -s "$work/check.lua" "http://127.0.0.1:18093" >"$work/raw.txt"
-h1=$(cpu_ticks "$raw_pid")
-raw_rps=$(awk '/^Requests\/sec/ {print $2}' "$work/raw.txt")
-raw_total=$(awk '/requests in/ {print $1}' "$work/raw.txt")
-kill "$raw_pid" 2>/dev/null || true
-raw_pid=""
 
-envoy_rps=""
 if [ -n "${ENVOY_RATELIMIT_BIN:-}" ]; then
 	mkdir -p "$work/envoy/config"
 	cat >"$work/envoy/config/config.yaml" <<EOF
@@ -246,46 +203,195 @@ EOF
 	envoy_pid=$!
 	sleep 2
 	wrk -t2 -c "$conns" -d2s -s "$work/envoy.lua" "http://127.0.0.1:18090" >/dev/null
-	e0=$(cpu_ticks "$envoy_pid"); er0=$(cpu_ticks "$(redis_pid)")
-	wrk -t2 -c "$conns" -d"${secs}s" --latency -s "$work/envoy.lua" "http://127.0.0.1:18090" >"$work/envoy.txt"
-	e1=$(cpu_ticks "$envoy_pid"); er1=$(cpu_ticks "$(redis_pid)")
-	envoy_rps=$(awk '/^Requests\/sec/ {print $2}' "$work/envoy.txt")
-	envoy_total=$(awk '/requests in/ {print $1}' "$work/envoy.txt")
 fi
 
+# Each run's figures go to $results as "run name value"; get reads one
+# back, median gives a name's median over the runs.
+results="$work/results"
+: >"$results"
+put() { echo "$run $1 ${2:-n/a}" >>"$results"; }
+get() { awk -v r="$1" -v k="$2" '$1 == r && $2 == k {print $3}' "$results"; }
+median() {
+	awk -v k="$1" '$2 == k && $3 != "n/a" {print $3}' "$results" | sort -g |
+		awk '{v[NR] = $1} END {if (NR == 0) print "n/a"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.6g\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
-cat <<EOF
+# to_ms reads a wrk duration (850.00us, 3.63ms, 1.02s) and prints it in ms.
+to_ms() {
+	awk '{v = $1 + 0; if ($1 ~ /us$/) v /= 1000; else if ($1 ~ /[0-9]s$/ && $1 !~ /ms$/) v *= 1000; else if ($1 ~ /m$/) v *= 60000; printf "%.2f\n", v}'
+}
+# wrk_field FILE rps|total|p50|p99 (latencies in ms)
+wrk_field() {
+	case $2 in
+	rps) awk '/^Requests\/sec/ {print $2}' "$1" ;;
+	total) awk '/requests in/ {print $1}' "$1" ;;
+	p50 | p99) awk -v p="${2#p}%" '$1 == p {print $2}' "$1" | to_ms ;;
+	esac
+}
+degraded() { curl -fs "http://127.0.0.1:$gport/metrics" | awk '/^guard_degraded_decisions_total/ {n += $NF} END {print n + 0}'; }
+audit_rows() { psql -w "$db" -qAtc "SELECT count(*) FROM audit_events"; }
 
-Guard bench ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, c=$conns, ${secs}s per phase, $(redis-server --version | awk '{print $3}'))
+# 1. Raw baselines: PING; Guard's function by FCALL, -P 1 and -P 16.
+raw_phase() {
+	local r0 r1 csv
+	log "run $run: redis-benchmark PING and FCALL (3-rule login), c=$conns"
+	rcli flushall >/dev/null
+	put ping "$(csv_field "$(rb -P 1 -t ping_mbulk)" 2)"
+	rcli flushall >/dev/null
+	rcli config resetstat >/dev/null
+	r0=$(cpu_ticks "$(redis_pid)")
+	csv=$(rb_login -P 1)
+	r1=$(cpu_ticks "$(redis_pid)")
+	put fcall "$(csv_field "$csv" 2)"
+	put fcall_p50 "$(csv_field "$csv" 5)"
+	put fcall_p99 "$(csv_field "$csv" 7)"
+	put fcall_usec "$(fcall_usec)"
+	put fcall_cpu "$(us_per $((r1 - r0)) "$(fcall_calls)")"
+	rcli flushall >/dev/null
+	put fcall_p16 "$(csv_field "$(rb_login -P 16)" 2)"
+	rcli flushall >/dev/null
+}
+
+# 2. Guard over HTTP, audit on Postgres.
+guard_phase() {
+	local g0 g1 p0 p1 rr0 rr1 deg0 rows0 total
+	# Every run starts from an empty Redis and an empty audit trail (the
+	# writer has drained the last run's): a growing table makes each
+	# run's rows dearer than the last's.
+	rcli flushall >/dev/null
+	psql -w "$db" -qAtc "TRUNCATE audit_events" >/dev/null
+	sleep 1
+	rcli config resetstat >/dev/null
+	deg0=$(degraded)
+	rows0=$(audit_rows)
+	g0=$(cpu_ticks "$guard_pid"); p0=$(cpu_ticks $(pg_pids)); rr0=$(cpu_ticks "$(redis_pid)")
+	log "run $run: wrk POST /v1/check, c=$conns, ${secs}s"
+	if [ -n "${BENCH_PPROF:-}" ] && [ "$run" = 1 ]; then
+		curl -fs -o "$BENCH_PPROF" "http://127.0.0.1:$pprof_port/debug/pprof/profile?seconds=$((secs > 3 ? secs - 2 : 1))" &
+		profile_pid=$!
+	fi
+	wrk -t2 -c "$conns" -d"${secs}s" --latency -s "$work/check.lua" "http://127.0.0.1:$gport" >"$work/wrk.txt"
+	if [ -n "${profile_pid:-}" ]; then
+		wait "$profile_pid" || log "no profile written to $BENCH_PPROF"
+		profile_pid=""
+	fi
+	g1=$(cpu_ticks "$guard_pid"); rr1=$(cpu_ticks "$(redis_pid)")
+	total=$(wrk_field "$work/wrk.txt" total)
+	put guard "$(wrk_field "$work/wrk.txt" rps)"
+	put guard_total "$total"
+	put guard_p50 "$(wrk_field "$work/wrk.txt" p50)"
+	put guard_p99 "$(wrk_field "$work/wrk.txt" p99)"
+	put guard_errors "$(awk '/Non-2xx|Socket errors/ {printf "%s; ", $0}' "$work/wrk.txt" | tr ' ' '_')"
+	put guard_usec "$(fcall_usec)"
+	put guard_calls "$(fcall_calls)"
+	put guard_redis_cpu "$(us_per $((rr1 - rr0)) "$total")"
+	put guard_cpu "$(us_per $((g1 - g0)) "$total")"
+	put guard_degraded $(($(degraded) - deg0))
+	# Let the audit writer drain before reading Postgres's share.
+	sleep 2
+	p1=$(cpu_ticks $(pg_pids))
+	local rows=$(($(audit_rows) - rows0))
+	put pg_rows "$rows"
+	put pg_cpu "$(us_per $((p1 - p0)) "$rows")"
+}
+
+# 3. The floor of any Go HTTP service: a bare net/http server under the
+# same load.
+rawhttp_phase() {
+	local h0 h1
+	h0=$(cpu_ticks "$raw_pid")
+	log "run $run: wrk rawhttp, c=$conns, ${secs}s"
+	wrk -t2 -c "$conns" -d"${secs}s" --latency -s "$work/check.lua" "http://127.0.0.1:18093" >"$work/raw.txt"
+	h1=$(cpu_ticks "$raw_pid")
+	put http "$(wrk_field "$work/raw.txt" rps)"
+	put http_p50 "$(wrk_field "$work/raw.txt" p50)"
+	put http_p99 "$(wrk_field "$work/raw.txt" p99)"
+	put http_cpu "$(us_per $((h1 - h0)) "$(wrk_field "$work/raw.txt" total)")"
+}
+
+# 4. envoy's ratelimit on the same Redis.
+envoy_phase() {
+	local e0 e1 er0 er1 total
+	rcli flushall >/dev/null
+	e0=$(cpu_ticks "$envoy_pid"); er0=$(cpu_ticks "$(redis_pid)")
+	log "run $run: wrk envoy ratelimit /json, c=$conns, ${secs}s"
+	wrk -t2 -c "$conns" -d"${secs}s" --latency -s "$work/envoy.lua" "http://127.0.0.1:18090" >"$work/envoy.txt"
+	e1=$(cpu_ticks "$envoy_pid"); er1=$(cpu_ticks "$(redis_pid)")
+	total=$(wrk_field "$work/envoy.txt" total)
+	put envoy "$(wrk_field "$work/envoy.txt" rps)"
+	put envoy_p50 "$(wrk_field "$work/envoy.txt" p50)"
+	put envoy_p99 "$(wrk_field "$work/envoy.txt" p99)"
+	put envoy_cpu "$(us_per $((e1 - e0)) "$total")"
+	put envoy_redis_cpu "$(us_per $((er1 - er0)) "$total")"
+}
+
+# The ratios of one run, from its own figures.
+ratios() {
+	put r_raw "$(ratio "$(get "$run" guard)" "$(get "$run" fcall)")"
+	put r_ping "$(ratio "$(get "$run" guard)" "$(get "$run" ping)")"
+	put r_http "$(ratio "$(get "$run" guard)" "$(get "$run" http)")"
+	put r_http_cpu "$(ratio "$(get "$run" guard_cpu)" "$(get "$run" http_cpu)")"
+	if [ -n "$envoy_pid" ]; then
+		put r_envoy "$(ratio "$(get "$run" guard)" "$(get "$run" envoy)")"
+		put r_envoy_redis "$(ratio "$(get "$run" guard_redis_cpu)" "$(get "$run" envoy_redis_cpu)")"
+	fi
+}
+
+# report R prints run R's figures, or with R = median the medians of
+# every figure over the runs (each ratio the median of the runs' ratios).
+report() {
+	local r=$1
+	v() { if [ "$r" = median ]; then median "$1"; else get "$r" "$1"; fi; }
+	cat <<EOF
 
 raw Redis
-  PING                          ${ping_p1} ops/s
-  FCALL 3-rule login, -P 1      ${eval_p1} decisions/s, p50/p99 $(csv_field "$eval_p1_csv" 5)ms / $(csv_field "$eval_p1_csv" 7)ms
-  FCALL 3-rule login, -P 16     ${eval_p16} decisions/s
-  Redis CPU per FCALL           ${eval_usec} us (commandstats), $(us_per $((r1 - r0)) "$eval_calls") us (process)
+  PING                          $(v ping) ops/s
+  FCALL 3-rule login, -P 1      $(v fcall) decisions/s, p50/p99 $(v fcall_p50) / $(v fcall_p99) ms
+  FCALL 3-rule login, -P 16     $(v fcall_p16) decisions/s
+  Redis CPU per FCALL           $(v fcall_usec) us (commandstats), $(v fcall_cpu) us (process)
   full 100-entry log            ${full_bytes} bytes (MEMORY USAGE)
 
 Guard POST /v1/check over HTTP, audit on Postgres
-  decisions/s                   ${rps} (${total} in ${secs}s${errors:+; $errors})
-  answered from the fallback    $((deg1 - deg0)) (FCALL calls: ${http_calls})
-  latency p50 / p99             ${p50} / ${p99}
-  Redis CPU per decision        ${http_usec} us (commandstats), $(us_per $((rr1 - rr0)) "$total") us (process)
-  Guard CPU per decision        $(us_per $((g1 - g0)) "$total") us
-  Postgres CPU per audit row    $(us_per $((p1 - p0)) "$rows") us (${rows} rows)
+  decisions/s                   $(v guard) ($(v guard_total) in ${secs}s$(e=$(v guard_errors); [ "$r" = median ] || [ "$e" = n/a ] || echo "; $e" | tr '_' ' '))
+  answered from the fallback    $(v guard_degraded) (FCALL calls: $(v guard_calls))
+  latency p50 / p99             $(v guard_p50) / $(v guard_p99) ms
+  Redis CPU per decision        $(v guard_usec) us (commandstats), $(v guard_redis_cpu) us (process)
+  Guard CPU per decision        $(v guard_cpu) us
+  Postgres CPU per audit row    $(v pg_cpu) us ($(v pg_rows) rows)
 
 bare net/http (scripts/rawhttp), same load
-  requests/s                    ${raw_rps}, p50/p99 $(awk '/^ +50%/ {print $2}' "$work/raw.txt") / $(awk '/^ +99%/ {print $2}' "$work/raw.txt")
-  CPU per request               $(us_per $((h1 - h0)) "$raw_total") us
+  requests/s                    $(v http), p50/p99 $(v http_p50) / $(v http_p99) ms
+  CPU per request               $(v http_cpu) us
 
 ratios
-  Guard / raw FCALL -P 1        $(ratio "$rps" "$eval_p1")
-  Guard / raw PING              $(ratio "$rps" "$ping_p1")
-  Guard / bare net/http         $(ratio "$rps" "$raw_rps") (decisions/s), CPU per decision $(ratio "$(us_per $((g1 - g0)) "$total")" "$(us_per $((h1 - h0)) "$raw_total")")x the bare server's
+  Guard / raw FCALL -P 1        $(v r_raw)
+  Guard / raw PING              $(v r_ping)
+  Guard / bare net/http         $(v r_http) (decisions/s), CPU per decision $(v r_http_cpu)x the bare server's
 EOF
-if [ -n "$envoy_rps" ]; then
-	cat <<EOF
-  envoy ratelimit /json         ${envoy_rps} decisions/s, p50/p99 $(awk '/^ +50%/ {print $2}' "$work/envoy.txt") / $(awk '/^ +99%/ {print $2}' "$work/envoy.txt")
-  envoy CPU per decision        $(us_per $((e1 - e0)) "$envoy_total") us (its process), Redis $(us_per $((er1 - er0)) "$envoy_total") us (process)
-  Guard / envoy ratelimit       $(ratio "$rps" "$envoy_rps")
+	if [ -n "$envoy_pid" ]; then
+		cat <<EOF
+  envoy ratelimit /json         $(v envoy) decisions/s, p50/p99 $(v envoy_p50) / $(v envoy_p99) ms
+  envoy CPU per decision        $(v envoy_cpu) us (its process), Redis $(v envoy_redis_cpu) us (process)
+  Guard / envoy ratelimit       $(v r_envoy) (decisions/s); Redis CPU per decision $(v r_envoy_redis)x envoy's
 EOF
+	fi
+}
+
+for run in $(seq "$runs"); do
+	raw_phase
+	guard_phase
+	rawhttp_phase
+	[ -z "$envoy_pid" ] || envoy_phase
+	ratios
+done
+
+echo
+echo "Guard bench ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, c=$conns, ${secs}s per phase, $runs run(s), $(redis-server --version | awk '{print $3}'))"
+for run in $(seq "$runs"); do
+	[ "$runs" = 1 ] || printf '\n--- run %s of %s\n' "$run" "$runs"
+	report "$run"
+done
+if [ "$runs" -gt 1 ]; then
+	printf '\n--- median of the %s runs\n' "$runs"
+	report median
 fi
