@@ -390,6 +390,11 @@ var redisUnavailablePrefixes = []string{
 	// that may write (Guard's does) before it runs: answered from the
 	// fallback like any other Redis that cannot answer.
 	"OOM",
+	// Credentials Redis does not take (a rotated password, a removed ACL
+	// user) or an ACL that refuses Guard's commands: no decision can be
+	// made on this Redis until an operator acts, which is an outage to be
+	// alerted on and shown in /readyz, not a bug of one call.
+	"NOAUTH", "WRONGPASS", "NOPERM",
 }
 
 // redisError wraps err with context and, when the server could not be

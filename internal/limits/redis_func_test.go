@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,5 +103,46 @@ func TestRedisOOMIsUnavailable(t *testing.T) {
 	_, err := s.Check(ctx, &CheckRequest{Rules: rule, Cost: 1})
 	if err == nil || !errors.Is(err, ErrUnavailable) {
 		t.Errorf("check at maxmemory: got %v, want an error matching ErrUnavailable", err)
+	}
+}
+
+// TestRedisRefusedCredentialsAreUnavailable: a Redis that refuses Guard's
+// commands (an ACL that drops FCALL) or its credentials (a rotated
+// password) cannot decide anything until an operator acts; that is an
+// outage, which the failover store counts towards its breaker, alerts on
+// and shows in /readyz, not a bug of one call.
+func TestRedisRefusedCredentialsAreUnavailable(t *testing.T) {
+	srv := testenv.PrivateRedis(t)
+	ctx := context.Background()
+	admin := newRedisTestClient(t, srv.URL())
+	if err := admin.Do(ctx, "ACL", "SETUSER", "guard", "on", ">first-secret", "~*", "&*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	s, _, _ := newRedisTestStore(t, "redis://guard:first-secret@"+srv.Addr()+"/0", privateRedisPrefix)
+	rule := []Rule{{Key: privateRedisPrefix + "{a}l:x", Limit: 10, Window: time.Minute}}
+	if _, err := s.Check(ctx, &CheckRequest{Rules: rule, Cost: 1}); err != nil {
+		t.Fatalf("check with the credentials Redis takes: %v", err)
+	}
+
+	// NOPERM: the ACL changes under open connections.
+	if err := admin.Do(ctx, "ACL", "SETUSER", "guard", "-fcall").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Check(ctx, &CheckRequest{Rules: rule, Cost: 1})
+	if err == nil || !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "NOPERM") {
+		t.Errorf("check without permission for FCALL: got %v, want a NOPERM error matching ErrUnavailable", err)
+	}
+
+	// WRONGPASS: the password is rotated and the connections are dropped,
+	// so the client's next connection fails to authenticate.
+	if err := admin.Do(ctx, "ACL", "SETUSER", "guard", "+fcall", "resetpass", ">second-secret").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Do(ctx, "CLIENT", "KILL", "USER", "guard").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Check(ctx, &CheckRequest{Rules: rule, Cost: 1})
+	if err == nil || !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "WRONGPASS") {
+		t.Errorf("check with a rotated password: got %v, want a WRONGPASS error matching ErrUnavailable", err)
 	}
 }
