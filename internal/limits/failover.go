@@ -17,8 +17,8 @@ type FailoverConfig struct {
 	// (default 50ms). A call that has not answered within Budget is answered
 	// from the fallback instead and counts as a failure.
 	Budget time.Duration
-	// AdminTimeout bounds a lockout listing on the primary (default 2s);
-	// listings are admin reads, not decisions.
+	// AdminTimeout bounds a lockout listing or an unlock on the primary
+	// (default 2s): admin calls, not decisions.
 	AdminTimeout time.Duration
 	// FailureThreshold is the number of consecutive primary failures or
 	// timeouts that open the breaker (default 3).
@@ -233,31 +233,29 @@ func (f *FailoverStore) reportDegraded(ctx context.Context, req *ReportRequest, 
 	return res, nil
 }
 
-// Unlock lifts locks on the primary (within the budget) and always on this
-// instance's fallback too, so a lockout recorded locally during an earlier
-// outage cannot return in the next one. It answers the primary's result, or
-// the fallback's while the primary is unavailable (other instances'
-// fallbacks are not reached).
+// Unlock lifts locks on the primary and always on this instance's fallback
+// too, so a lockout recorded locally during an earlier outage cannot return
+// in the next one. While the breaker is closed it answers the primary's
+// result, within AdminTimeout like the other admin calls, and a primary
+// that fails is an error (wrapping ErrUnavailable when it could not be
+// reached): the lock may still hold on the primary, so answering the
+// fallback's "not found" would be false. Like every admin call it never
+// moves the breaker. While the breaker is open it answers the fallback's
+// result (other instances' fallbacks are not reached).
 func (f *FailoverStore) Unlock(ctx context.Context, req *UnlockRequest) (bool, error) {
 	localActive, localErr := f.fallback.Unlock(context.WithoutCancel(ctx), req)
 	if !f.Degraded() {
-		pctx, cancel := context.WithTimeout(ctx, f.cfg.Budget)
+		pctx, cancel := context.WithTimeout(ctx, f.cfg.AdminTimeout)
 		active, err := f.primary.Unlock(pctx, req)
 		cancel()
-		if err == nil {
-			f.succeeded()
-			if localErr != nil {
-				f.logger.Warn("fallback unlock failed", "err", localErr)
-			}
-			return active, nil
+		if err != nil {
+			f.primaryError(err)
+			return false, fmt.Errorf("unlock: %w", err)
 		}
-		if ctx.Err() != nil {
-			return false, fmt.Errorf("unlock: %w", ctx.Err())
+		if localErr != nil {
+			f.logger.Warn("fallback unlock failed", "err", localErr)
 		}
-		f.primaryError(err)
-		if localErr == nil {
-			f.countFailure(err)
-		}
+		return active, nil
 	}
 	if localErr != nil {
 		return false, fmt.Errorf("fallback unlock: %w", localErr)

@@ -567,9 +567,18 @@ func TestFailoverOnFailureModes(t *testing.T) {
 func TestFailoverAdminCalls(t *testing.T) {
 	var up atomic.Bool
 	up.Store(true)
-	var lockoutDeadline atomic.Int64
+	var lockoutDeadline, unlockDeadline atomic.Int64
 	primary := &foStore{
-		unlock: func(context.Context, *UnlockRequest) (bool, error) {
+		check: func(context.Context, *CheckRequest) (CheckResult, error) {
+			if !up.Load() {
+				return CheckResult{}, errFoDown
+			}
+			return CheckResult{Allowed: true}, nil
+		},
+		unlock: func(ctx context.Context, _ *UnlockRequest) (bool, error) {
+			if d, ok := ctx.Deadline(); ok {
+				unlockDeadline.Store(int64(time.Until(d)))
+			}
 			if !up.Load() {
 				return false, errFoDown
 			}
@@ -618,17 +627,34 @@ func TestFailoverAdminCalls(t *testing.T) {
 		t.Fatalf("three failed listings opened the breaker")
 	}
 
-	// Unlock reaches the fallback too; a failed one counts like a decision.
-	before := fallback.calls.Load()
-	if active, err := f.Unlock(context.Background(), &UnlockRequest{Locks: []string{"l"}}); err != nil || active {
-		t.Errorf("down: Unlock = %v, %v; want false, nil", active, err)
+	// A failing unlock while the breaker is closed is an error (the lock
+	// may still hold on the primary), clears the fallback too and, like
+	// every admin call, is no step towards the breaker.
+	for range 3 {
+		before := fallback.calls.Load()
+		if active, err := f.Unlock(context.Background(), &UnlockRequest{Locks: []string{"l"}}); err == nil || !errors.Is(err, errFoDown) {
+			t.Errorf("closed breaker, primary failing: Unlock = %v, %v; want the primary's error", active, err)
+		}
+		if fallback.calls.Load() == before {
+			t.Errorf("Unlock did not clear the fallback too")
+		}
 	}
-	if fallback.calls.Load() == before {
-		t.Errorf("Unlock did not clear the fallback too")
+	if f.Degraded() {
+		t.Fatalf("three failed unlocks opened the breaker")
 	}
-	f.Unlock(context.Background(), &UnlockRequest{Locks: []string{"l"}})
+	if d := time.Duration(unlockDeadline.Load()); d <= f.cfg.Budget {
+		t.Errorf("unlock deadline %v, want the admin timeout (above the %v budget)", d, f.cfg.Budget)
+	}
+	// Decisions open it.
+	for range 2 {
+		f.Check(context.Background(), foCheckReq())
+	}
 	if !f.Degraded() {
-		t.Fatalf("breaker closed after two failed unlocks with threshold 2")
+		t.Fatalf("breaker closed after two failed decisions with threshold 2")
+	}
+	// Open breaker: unlock answers this instance's fallback.
+	if active, err := f.Unlock(context.Background(), &UnlockRequest{Locks: []string{"l"}}); err != nil || active {
+		t.Errorf("open breaker: Unlock = %v, %v; want the fallback's false, nil", active, err)
 	}
 	// Open breaker: this instance's fallback lockouts.
 	page, err = f.Lockouts(context.Background(), q)
@@ -721,6 +747,14 @@ func TestFailoverConformance(t *testing.T) {
 					}
 					fallback := NewMemory(MemoryConfig{Now: clock.Now, Shards: 4})
 					f := newTestFailover(t, FailoverConfig{Now: clock.Now}, primary, fallback, FailoverEvents{})
+					if tc.primaryDown {
+						// Decisions open the breaker (admin calls never
+						// do), so that every call of the suite, an unlock
+						// first included, meets the outage as known.
+						for !f.Degraded() {
+							f.Check(context.Background(), foCheckReq())
+						}
+					}
 					// One instance: its fallback state is its own, so both
 					// handles are the same store.
 					return f, f, "guard:test:" + t.Name() + ":"
