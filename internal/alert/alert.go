@@ -215,7 +215,8 @@ func New(logger *slog.Logger, cfg Config, client *http.Client, now func() time.T
 
 // Down reports that c is down since the given time, with a short
 // human-readable detail (no secrets, no identifiers). The first Down of an
-// outage logs at ERROR and sends c.DownEvent(); see the package
+// outage logs at WARN (its source logged the transition at ERROR) and
+// sends c.DownEvent(); see the package
 // documentation for repeats and flapping.
 func (n *Notifier) Down(c Condition, since time.Time, detail string) {
 	n.mu.Lock()
@@ -248,7 +249,9 @@ func (n *Notifier) Down(c Condition, since time.Time, detail string) {
 	st.since = since
 	st.transitions = 1
 	event := c.DownEvent()
-	n.logger.Error("alert", "event", event, "instance", n.cfg.Instance, "since", since, "detail", detail)
+	// WARN, not ERROR: the component that went down logged its own
+	// transition at ERROR, once (API.md: once per transition).
+	n.logger.Warn("alert", "event", event, "instance", n.cfg.Instance, "since", since, "detail", detail)
 	n.enqueue(Payload{
 		Event:    event,
 		Instance: n.cfg.Instance,
@@ -259,8 +262,9 @@ func (n *Notifier) Down(c Condition, since time.Time, detail string) {
 	})
 }
 
-// Up reports that c works again as of at. Once c has stayed up for Hold,
-// its recovery is logged at WARN and c.UpEvent() is sent, once per outage.
+// Up reports that c works again as of at. Once c has stayed up for Hold
+// since at, its recovery is logged at WARN and c.UpEvent() is sent, once
+// per outage.
 // Up for a condition that is not down is a no-op.
 func (n *Notifier) Up(c Condition, at time.Time, detail string) {
 	n.mu.Lock()
@@ -281,7 +285,11 @@ func (n *Notifier) Up(c Condition, at time.Time, detail string) {
 		return
 	}
 	gen := st.gen
-	st.timer = time.AfterFunc(n.cfg.Hold, func() {
+	// Hold counts from at, when c came back, not from this call: a caller
+	// that confirms a recovery before reporting it (the breaker's good
+	// probes) must not delay the announcement by its confirmation.
+	wait := min(max(n.cfg.Hold-n.now().Sub(at), 0), n.cfg.Hold)
+	st.timer = time.AfterFunc(wait, func() {
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		if n.closed || st.gen != gen || st.down || !st.alerted {

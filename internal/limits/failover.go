@@ -47,8 +47,9 @@ type FailoverConfig struct {
 type FailoverEvents struct {
 	// OnStateChange is called once per transition: up=false when the
 	// breaker opens (since is the moment it opened, cause the error that
-	// tripped it), up=true when it closes again (since is the moment it
-	// closed, cause nil).
+	// tripped it), up=true when it closes again (since is the first of the
+	// good probes in a row that closed it, when the primary answered
+	// again; cause nil).
 	OnStateChange func(up bool, since time.Time, cause error)
 	// OnBreakerState is called with every new breaker state.
 	OnBreakerState func(state BreakerState)
@@ -79,6 +80,7 @@ type FailoverStore struct {
 	mu         sync.Mutex // serialises transitions and their hooks
 	goodProbes int
 	openedAt   time.Time
+	upSince    time.Time // the first of goodProbes
 
 	stop      context.CancelFunc
 	stopped   context.Context

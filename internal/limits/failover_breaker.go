@@ -143,6 +143,9 @@ func (f *FailoverStore) probe() {
 		}
 	default:
 		f.goodProbes++
+		if f.goodProbes == 1 {
+			f.upSince = f.cfg.Now()
+		}
 		if f.goodProbes < f.cfg.RecoverAfter {
 			if st == BreakerOpen {
 				f.setState(BreakerHalfOpen)
@@ -155,7 +158,7 @@ func (f *FailoverStore) probe() {
 		f.logger.Warn("limit store recovered; deciding from it again",
 			"down_for", now.Sub(f.openedAt).Round(time.Millisecond))
 		if f.events.OnStateChange != nil {
-			f.events.OnStateChange(true, now, nil)
+			f.events.OnStateChange(true, f.upSince, nil)
 		}
 	}
 }
