@@ -240,7 +240,10 @@ func (d *decoder) fill(cfg *Config, f *file) {
 		URL: f.RedisURL, Cluster: f.Redis.Cluster,
 		Username: f.Redis.Username, Password: f.Redis.Password, TLS: f.Redis.TLS,
 	}
-	if d.has("redis_url") {
+	// An empty URL is no URL (redis_url: "" in a template, the deployment
+	// given by GUARD_REDIS_URL or nothing).
+	hasRedisURL := d.has("redis_url") && f.RedisURL != ""
+	if hasRedisURL {
 		if err := checkURL(f.RedisURL, "redis", "rediss", "unix"); err != nil {
 			d.errorAt("redis_url", "redis_url: %v", err)
 		}
@@ -270,18 +273,17 @@ func (d *decoder) fill(cfg *Config, f *file) {
 			d.errorAt("redis.sentinel", "redis: give cluster or sentinel, not both")
 		}
 	}
-	if d.has("redis_url") && (d.has("redis.cluster") || d.has("redis.sentinel")) {
+	if hasRedisURL && (d.has("redis.cluster") || d.has("redis.sentinel")) {
 		d.errorAt("redis_url", "redis_url and redis.cluster or redis.sentinel: give one Redis deployment, not both")
 	}
-	if !d.has("redis.cluster") && !d.has("redis.sentinel") {
-		for _, k := range []string{"username", "password", "tls"} {
-			if d.has("redis." + k) {
-				d.errorAt("redis."+k, "redis.%s applies to redis.cluster or redis.sentinel (a redis_url carries its own)", k)
-			}
-		}
+	// redis.username, password and tls apply to a redis_url too
+	// (limits.NewRedisClient); a URL that carries other credentials is an
+	// error there.
+	if hasRedisURL && strings.HasPrefix(f.RedisURL, "unix:") && f.Redis.TLS {
+		d.errorAt("redis.tls", "redis.tls: a unix socket (redis_url unix://) has no TLS")
 	}
 	cfg.DatabaseURL = f.DatabaseURL
-	if d.has("database_url") {
+	if d.has("database_url") && f.DatabaseURL != "" {
 		if err := checkURL(f.DatabaseURL, "postgres", "postgresql"); err != nil {
 			d.errorAt("database_url", "database_url: %v", err)
 		}
@@ -392,6 +394,20 @@ func (d *decoder) applyEnv(cfg *Config, env Env) {
 		}
 		if len(cfg.Redis.Cluster) > 0 || cfg.Redis.Sentinel != nil {
 			envErr(EnvRedisURL, errors.New("set together with redis.cluster or redis.sentinel in the file: give one Redis deployment, not both"))
+		}
+	}
+	// redis.username, password and tls apply to whichever Redis is
+	// configured, a GUARD_REDIS_URL included; set without any they would
+	// be silently unused. Their zero values (the contract's defaults) are
+	// fine anywhere.
+	if !cfg.Redis.Enabled() {
+		for _, k := range []struct {
+			name string
+			set  bool
+		}{{"username", cfg.Redis.Username != ""}, {"password", cfg.Redis.Password != ""}, {"tls", cfg.Redis.TLS}} {
+			if k.set {
+				d.errorAt("redis."+k.name, "redis.%s: no Redis is configured to apply it to (redis_url, GUARD_REDIS_URL, redis.cluster or redis.sentinel)", k.name)
+			}
 		}
 	}
 	if v := env.Get(EnvDatabaseURL); v != "" {

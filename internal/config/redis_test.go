@@ -31,6 +31,39 @@ func TestParseRedisDeployments(t *testing.T) {
 				t.Errorf("Redis = %+v, want no URL, enabled", c.Redis)
 			}
 		}},
+		// The contract's defaults next to a redis_url, and credentials for
+		// the URL's Redis (limits.NewRedisClient applies them).
+		{"url with the redis defaults", "redis_url: redis://a:6379/0\nredis:\n  username: \"\"\n  password: \"\"\n  tls: false\n", nil, func(t *testing.T, c *Config) {
+			if c.Redis.URL != "redis://a:6379/0" || c.Redis.Username != "" || c.Redis.Password != "" || c.Redis.TLS {
+				t.Errorf("Redis = %+v, want the URL alone", c.Redis)
+			}
+		}},
+		{"url with credentials", "redis_url: rediss://a:6380/0\nredis: {username: guard, password: pw}\n", nil, func(t *testing.T, c *Config) {
+			if c.Redis.Username != "guard" || c.Redis.Password != "pw" {
+				t.Errorf("Redis = %+v, want guard/pw", c.Redis)
+			}
+		}},
+		{"env url with file credentials", "redis: {password: pw}\n", map[string]string{"GUARD_REDIS_URL": "redis://env:6379/0"}, func(t *testing.T, c *Config) {
+			if c.Redis.URL != "redis://env:6379/0" || c.Redis.Password != "pw" {
+				t.Errorf("Redis = %+v, want the env URL with password pw", c.Redis)
+			}
+		}},
+		// An empty URL is no URL: memory, or what the environment gives.
+		{"empty urls", "redis_url: \"\"\ndatabase_url: \"\"\n", nil, func(t *testing.T, c *Config) {
+			if c.Redis.Enabled() || c.DatabaseURL != "" {
+				t.Errorf("Redis = %+v, database %q; want neither", c.Redis, c.DatabaseURL)
+			}
+		}},
+		{"empty url, env url", "redis_url: \"\"\n", map[string]string{"GUARD_REDIS_URL": "redis://env:6379/0"}, func(t *testing.T, c *Config) {
+			if c.Redis.URL != "redis://env:6379/0" {
+				t.Errorf("URL = %q, want the env's", c.Redis.URL)
+			}
+		}},
+		{"empty url and cluster", "redis_url: \"\"\nredis: {cluster: [a:7000]}\n", nil, func(t *testing.T, c *Config) {
+			if c.Redis.URL != "" || len(c.Redis.Cluster) != 1 {
+				t.Errorf("Redis = %+v, want the cluster alone", c.Redis)
+			}
+		}},
 		{"env overrides redis_url only", "redis_url: redis://file:6379/0\n", map[string]string{"GUARD_REDIS_URL": "redis://env:6379/0"}, func(t *testing.T, c *Config) {
 			if got, want := c.Redis.URL, "redis://env:6379/0"; got != want {
 				t.Errorf("URL = %q, want %q", got, want)
@@ -71,7 +104,9 @@ func TestParseRejectsV11(t *testing.T) {
 		{"sentinel no addrs", "redis:\n  sentinel: {master: m}\n", nil, "", 2, "addrs is required"},
 		{"sentinel bad port", "redis:\n  sentinel: {master: m, addrs: [\"a:0\"]}\n", nil, "", 2, "bad port"},
 		{"unknown redis key", "redis:\n  cluster: [a:7000]\n  db: 3\n", nil, "", 3, `unknown key "db"`},
-		{"password without deployment", "redis:\n  password: x\n", nil, "", 2, "applies to redis.cluster"},
+		{"password without deployment", "redis:\n  password: x\n", nil, "", 2, "no Redis is configured"},
+		{"tls without deployment", "redis_url: \"\"\nredis: {tls: true}\n", nil, "", 2, "no Redis is configured"},
+		{"tls on a unix socket", "redis_url: unix:///run/redis.sock\nredis: {tls: true}\n", nil, "", 2, "has no TLS"},
 		{"tls not bool", "redis: {cluster: [a:7000], tls: yes-please}\n", nil, "", 1, "true or false"},
 		{"allow status", "forward_auth:\n  allow_status: 201\n", nil, "", 2, "must be 204 or 200, not 201"},
 		{"allow status text", "forward_auth: {allow_status: ok}\n", nil, "", 1, "whole number"},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -26,11 +27,12 @@ type RedisConfig struct {
 	Cluster []string
 	// Sentinel names a master and the sentinels that watch it.
 	Sentinel *SentinelConfig
-	// Username and Password authenticate with Cluster and Sentinel nodes
-	// (a URL carries its own).
+	// Username and Password authenticate with the Redis nodes: Cluster
+	// nodes, the master of a Sentinel group, or the one Redis of URL, where
+	// they are the URL's own unless it carries different ones (an error).
 	Username, Password string
-	// TLS connects to Cluster or Sentinel nodes over TLS (a URL says
-	// rediss://).
+	// TLS connects to the Redis nodes over TLS (for URL what rediss://
+	// says; not with a unix socket).
 	TLS bool
 }
 
@@ -130,12 +132,45 @@ func NewRedisClient(cfg RedisConfig, budget time.Duration) (redis.UniversalClien
 		if err != nil {
 			return nil, fmt.Errorf("redis url: %s", redactIn(err.Error(), cfg.URL))
 		}
+		if err := urlCredentials(o, cfg); err != nil {
+			return nil, err
+		}
 		o.ContextTimeoutEnabled = true
 		o.MaxRetries = -1
 		timeouts(&o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, &o.DialTimeout)
 		return redis.NewClient(o), nil
 	}
 	return nil, errors.New("redis: nothing configured")
+}
+
+// urlCredentials adds cfg's Username, Password and TLS to the options of
+// its URL: a value the URL lacks is taken, one it has must be the same
+// (given twice and different, which one was meant is unknown).
+func urlCredentials(o *redis.Options, cfg RedisConfig) error {
+	for _, f := range []struct {
+		name      string
+		url, conf string
+		set       *string
+	}{{"username", o.Username, cfg.Username, &o.Username}, {"password", o.Password, cfg.Password, &o.Password}} {
+		switch {
+		case f.conf == "":
+		case f.url != "" && f.url != f.conf:
+			return fmt.Errorf("redis: redis.%s and the %s in the Redis URL differ: give it once", f.name, f.name)
+		default:
+			*f.set = f.conf
+		}
+	}
+	if cfg.TLS && o.TLSConfig == nil {
+		if o.Network == "unix" {
+			return errors.New("redis: redis.tls with a unix socket URL: a unix socket has no TLS")
+		}
+		host, _, err := net.SplitHostPort(o.Addr)
+		if err != nil {
+			host = o.Addr
+		}
+		o.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host}
+	}
+	return nil
 }
 
 // redactIn removes a URL (and its password) from a message that repeats it.

@@ -93,3 +93,39 @@ func TestNewRedisClientDeployments(t *testing.T) {
 		}
 	}
 }
+
+// TestNewRedisClientURLCredentials: redis.username, password and tls apply
+// to a URL's Redis too; credentials the URL already carries must agree.
+func TestNewRedisClientURLCredentials(t *testing.T) {
+	opts := func(cfg RedisConfig) *redis.Options {
+		t.Helper()
+		c, err := NewRedisClient(cfg, 0)
+		if err != nil {
+			t.Fatalf("NewRedisClient(%+v): %v", cfg, err)
+		}
+		defer c.Close()
+		return c.(*redis.Client).Options()
+	}
+	if o := opts(RedisConfig{URL: "redis://redis.internal:6379/2", Username: "guard", Password: "pw", TLS: true}); o.Username != "guard" ||
+		o.Password != "pw" || o.TLSConfig == nil || o.TLSConfig.ServerName != "redis.internal" || o.DB != 2 {
+		t.Errorf("URL with redis.username, password, tls: options %+v, want guard/pw over TLS to redis.internal, db 2", o)
+	}
+	if o := opts(RedisConfig{URL: "redis://guard:pw@a:6379/0", Password: "pw"}); o.Username != "guard" || o.Password != "pw" || o.TLSConfig != nil {
+		t.Errorf("URL and redis.password the same: options %+v, want guard/pw without TLS", o)
+	}
+	if o := opts(RedisConfig{URL: "rediss://a:6380/0"}); o.TLSConfig == nil {
+		t.Errorf("rediss:// without redis.tls: no TLS")
+	}
+	for _, bad := range []RedisConfig{
+		{URL: "redis://guard:secret@a:6379/0", Password: "other-secret"},
+		{URL: "redis://guard:secret@a:6379/0", Username: "admin"},
+		{URL: "unix:///run/redis.sock", TLS: true},
+	} {
+		if c, err := NewRedisClient(bad, 0); err == nil {
+			c.Close()
+			t.Errorf("NewRedisClient(%+v): no error", bad)
+		} else if strings.Contains(err.Error(), "secret") {
+			t.Errorf("NewRedisClient(%+v): error %q shows a password", bad, err)
+		}
+	}
+}
