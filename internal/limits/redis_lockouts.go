@@ -89,15 +89,18 @@ const scanBatch = 1000
 
 // scanLockouts pages through the lock records of every node. Its cursor is
 // "s<node>:<scan cursor>:<last key>": the node (masters sorted by
-// address), the SCAN cursor of the batch to read, and the last key of that
-// batch (keys sorted) the previous page took, "" for none. Sorting makes a
+// address), the SCAN cursor of the batch to read, and the key of that batch
+// (keys sorted) after which to go on, "" for its first. Sorting makes a
 // resumed batch safe from keys that expired or appeared in between: it
-// resumes after a key, not after a count.
+// resumes after a key, not after a count. A full page scans on to the next
+// active lockout and its cursor resumes there, so Next is "" exactly when
+// no active lockout follows (as /v1/audit's next_cursor), never a cursor
+// to an empty page.
 func (s *RedisStore) scanLockouts(ctx context.Context, q *LockQuery, now int64) (LockPage, error) {
-	node, cursor, after := 0, uint64(0), ""
+	var from scanPos
 	if q.Cursor != "" {
 		var err error
-		if node, cursor, after, err = parseScanCursor(q.Cursor); err != nil {
+		if from.node, from.cursor, from.after, err = parseScanCursor(q.Cursor); err != nil {
 			return LockPage{}, err
 		}
 	}
@@ -105,14 +108,43 @@ func (s *RedisStore) scanLockouts(ctx context.Context, q *LockQuery, now int64) 
 	if err != nil {
 		return LockPage{}, err
 	}
-	glob := redisGlob(q.Pattern)
 	page := LockPage{Locks: []LockState{}}
-	for ; node < len(nodes); node, cursor, after = node+1, 0, "" {
+	err = s.scanLocks(ctx, nodes, from, redisGlob(q.Pattern), func(st LockState, at scanPos) bool {
+		if st.Until.UnixMilli() <= now || (q.Keep != nil && !q.Keep(st)) {
+			return true
+		}
+		if len(page.Locks) == q.Limit {
+			page.Next = "s" + strconv.Itoa(at.node) + ":" + strconv.FormatUint(at.cursor, 10) + ":" + at.after
+			return false
+		}
+		page.Locks = append(page.Locks, st)
+		return true
+	})
+	if err != nil {
+		return LockPage{}, err
+	}
+	slices.SortFunc(page.Locks, compareLocks)
+	return page, nil
+}
+
+// scanPos is where a scan resumes: on nodes[node], the SCAN batch at
+// cursor, from the first key (sorted) after after.
+type scanPos struct {
+	node   int
+	cursor uint64
+	after  string
+}
+
+// scanLocks calls yield with every lock record matching glob from from on,
+// node after node, batch after batch, each batch in key order, and with the
+// position that resumes at that record, until yield returns false.
+func (s *RedisStore) scanLocks(ctx context.Context, nodes []redis.Cmdable, from scanPos, glob string, yield func(LockState, scanPos) bool) error {
+	for node, cursor, after := from.node, from.cursor, from.after; node < len(nodes); node, cursor, after = node+1, 0, "" {
 		c := nodes[node]
 		for {
 			keys, next, err := c.Scan(ctx, cursor, glob, scanBatch).Result()
 			if err != nil {
-				return LockPage{}, redisError("scan lock records", err)
+				return redisError("scan lock records", err)
 			}
 			slices.Sort(keys)
 			keys = slices.Compact(keys)
@@ -125,31 +157,20 @@ func (s *RedisStore) scanLockouts(ctx context.Context, q *LockQuery, now int64) 
 			}
 			locks, err := s.readLocks(ctx, c, keys)
 			if err != nil {
-				return LockPage{}, err
+				return err
 			}
-			byKey := make(map[string]LockState, len(locks))
-			for _, st := range locks {
-				byKey[st.Key] = st
-			}
-			for i, k := range keys {
-				st, ok := byKey[k]
-				if !ok || st.Until.UnixMilli() <= now || (q.Keep != nil && !q.Keep(st)) {
-					continue
+			// readLocks keeps the keys' order, leaving out keys without a
+			// record; prev is the key before each record in the batch.
+			prev := after
+			j := 0
+			for _, k := range keys {
+				if j < len(locks) && locks[j].Key == k {
+					if !yield(locks[j], scanPos{node, cursor, prev}) {
+						return nil
+					}
+					j++
 				}
-				page.Locks = append(page.Locks, st)
-				if len(page.Locks) < q.Limit {
-					continue
-				}
-				switch {
-				case i+1 < len(keys):
-					page.Next = "s" + strconv.Itoa(node) + ":" + strconv.FormatUint(cursor, 10) + ":" + k
-				case next != 0:
-					page.Next = "s" + strconv.Itoa(node) + ":" + strconv.FormatUint(next, 10) + ":"
-				case node+1 < len(nodes):
-					page.Next = "s" + strconv.Itoa(node+1) + ":0:"
-				}
-				slices.SortFunc(page.Locks, compareLocks)
-				return page, nil
+				prev = k
 			}
 			after = ""
 			if cursor = next; cursor == 0 {
@@ -157,8 +178,7 @@ func (s *RedisStore) scanLockouts(ctx context.Context, q *LockQuery, now int64) 
 			}
 		}
 	}
-	slices.SortFunc(page.Locks, compareLocks)
-	return page, nil
+	return nil
 }
 
 func parseScanCursor(c string) (node int, cursor uint64, after string, err error) {
