@@ -2,6 +2,7 @@ package abuse
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -112,6 +113,12 @@ func (g *Guard) Lockouts(ctx context.Context, f LockoutFilter) (LockoutPage, err
 	}
 
 	page, err := g.store.Lockouts(ctx, &q)
+	if errors.Is(err, limits.ErrBadCursor) {
+		// Sealed by Guard for this listing, but of the other store: Redis
+		// went down or came back between the two pages.
+		return LockoutPage{}, &InputError{Code: CodeInvalidRequest, Field: "cursor",
+			Message: "cursor is from the listing before Redis went down or came back; list again without it"}
+	}
 	if err != nil {
 		return LockoutPage{}, fmt.Errorf("list lockouts: %w", err)
 	}

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/guardhq/guard/internal/audit"
+	"github.com/guardhq/guard/internal/limits"
+	"github.com/guardhq/guard/internal/testenv"
 )
 
 func deref(p *string) string {
@@ -247,3 +250,39 @@ func TestUnlock(t *testing.T) {
 
 // listOf drops the cursor of a listing that fits one page.
 func listOf(p LockoutPage, err error) ([]ActiveLockout, error) { return p.Lockouts, err }
+
+// TestLockoutCursorAcrossOutage: a cursor of the Redis listing used after
+// the breaker opened (the listing now comes from the fallback) is a 400 on
+// the cursor, with a message that says why, not a 503: Guard can answer,
+// the cursor is just of the other listing.
+func TestLockoutCursorAcrossOutage(t *testing.T) {
+	srv := testenv.PrivateRedis(t)
+	primary := limits.NewRedis(testenv.RedisClient(t, srv.URL()), limits.RedisStoreConfig{})
+	fallback := limits.NewMemory(limits.MemoryConfig{})
+	f := limits.NewFailover(nil, limits.FailoverConfig{}, primary, fallback, limits.FailoverEvents{})
+	t.Cleanup(func() { f.Close() })
+	g, _ := newGuard(t, &backend{name: "failover", store: f, prefix: DefaultKeyPrefix}, authPolicy(50))
+	for _, user := range []string{"alice", "bob"} {
+		for range 3 {
+			mustReport(t, g, failure("login", user, "2001:db8::7", ""))
+		}
+	}
+	ctx := context.Background()
+	page, err := g.Lockouts(ctx, LockoutFilter{Limit: 1})
+	if err != nil || len(page.Lockouts) != 1 || page.Next == "" {
+		t.Fatalf("first page on Redis: %+v, %v; want one lockout and a cursor", page, err)
+	}
+
+	srv.Kill()
+	for i := 0; !f.Degraded(); i++ {
+		if i == 20 {
+			t.Fatal("the breaker stayed closed with Redis killed")
+		}
+		mustCheck(t, g, CheckInput{Action: "login", Subject: subj("carol", "198.51.100.1", "")})
+	}
+	_, err = g.Lockouts(ctx, LockoutFilter{Limit: 1, Cursor: page.Next})
+	var ie *InputError
+	if !errors.As(err, &ie) || ie.Field != "cursor" || !strings.Contains(ie.Message, "list again") {
+		t.Errorf("Redis's cursor on the fallback's listing: %v; want an InputError on cursor saying to list again", err)
+	}
+}

@@ -2,6 +2,7 @@ package limits
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -62,12 +63,18 @@ func compareLocks(a, b LockState) int {
 	return cmp.Compare(a.Key, b.Key)
 }
 
+// ErrBadCursor (wrapped) answers a LockQuery.Cursor this store did not
+// issue: in a FailoverStore, a cursor of the primary's listing continued
+// on the fallback's or the other way round, when the breaker changed
+// between two pages.
+var ErrBadCursor = errors.New("not a cursor of this store's listing")
+
 func parseLockCursor(c string) (int64, string, error) {
 	rest, ok := strings.CutPrefix(c, "u")
 	ms, key, ok2 := strings.Cut(rest, ":")
 	n, err := strconv.ParseInt(ms, 10, 64)
 	if !ok || !ok2 || err != nil {
-		return 0, "", fmt.Errorf("lock cursor %q: not a cursor of this store", c)
+		return 0, "", fmt.Errorf("lock cursor %q: %w", c, ErrBadCursor)
 	}
 	return n, key, nil
 }

@@ -184,12 +184,12 @@ func (s *RedisStore) scanLocks(ctx context.Context, nodes []redis.Cmdable, from 
 func parseScanCursor(c string) (node int, cursor uint64, after string, err error) {
 	f := strings.SplitN(strings.TrimPrefix(c, "s"), ":", 3)
 	if !strings.HasPrefix(c, "s") || len(f) != 3 {
-		return 0, 0, "", fmt.Errorf("lock cursor %q: not a cursor of this store", c)
+		return 0, 0, "", fmt.Errorf("lock cursor %q: %w", c, ErrBadCursor)
 	}
 	node, e1 := strconv.Atoi(f[0])
 	cursor, e2 := strconv.ParseUint(f[1], 10, 64)
 	if e1 != nil || e2 != nil || node < 0 {
-		return 0, 0, "", fmt.Errorf("lock cursor %q: not a cursor of this store", c)
+		return 0, 0, "", fmt.Errorf("lock cursor %q: %w", c, ErrBadCursor)
 	}
 	return node, cursor, f[2], nil
 }
