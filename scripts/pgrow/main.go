@@ -132,6 +132,12 @@ CREATE INDEX audit_events_action_idx ON audit_events (hashtextextended(action, 0
     WHERE action IS NOT NULL;`,
 	"s3_ip_plain": `DROP INDEX audit_events_ip_idx;
 CREATE INDEX audit_events_ip_idx ON audit_events (ip_addr) WHERE ip_addr IS NOT NULL;`,
+	// 000004 (action hashed, BRIN on at dropped) with the action's b-tree
+	// replaced by a bloom BRIN, or by nothing (docs/performance.md, "third
+	// round").
+	"s4_action_bloom": `DROP INDEX audit_events_action_idx, audit_events_at_brin;
+CREATE INDEX audit_events_action_bloom ON audit_events USING brin (action text_bloom_ops);`,
+	"s4_noaction": `DROP INDEX audit_events_action_idx, audit_events_at_brin;`,
 	"s3_lean": `DROP INDEX audit_events_action_idx;
 CREATE INDEX audit_events_action_idx ON audit_events (action, at);
 DROP INDEX audit_events_at_brin;`,
