@@ -126,6 +126,11 @@ func TestForwardAuth(t *testing.T) {
 			wantStatus: 204, wantRateLimit: `"login/ip";r=1;t=60`},
 		{name: "any method", method: "POST", target: "/v1/forward-auth?action=login", wantStatus: 204, wantRateLimit: `"login/ip";r=1;t=60`},
 		{name: "HEAD", method: "HEAD", target: "/v1/forward-auth?action=login", wantStatus: 204, wantRateLimit: `"login/ip";r=1;t=60`},
+		// Beyond the nine standard methods, which gin's Any registers.
+		{name: "PROPFIND", method: "PROPFIND", target: "/v1/forward-auth?action=login", wantStatus: 204, wantRateLimit: `"login/ip";r=1;t=60`},
+		{name: "PURGE denied", method: "PURGE", target: "/v1/forward-auth?action=login", headers: []string{"X-Auth-User", "mallory"},
+			wantStatus: 429, wantRetryAfter: "3", wantRateLimit: `"login/ip";r=0;t=3`},
+		{name: "MKCOL missing action", method: "MKCOL", target: "/v1/forward-auth", wantStatus: 400, wantCode: "invalid_request"},
 		{name: "deny", method: "GET", target: "/v1/forward-auth?action=login", headers: []string{"X-Auth-User", "mallory"},
 			wantStatus: 429, wantRetryAfter: "3", wantRateLimit: `"login/ip";r=0;t=3`},
 		{name: "denylisted: 429 without Retry-After", method: "GET", target: "/v1/forward-auth?action=login",
@@ -155,6 +160,15 @@ func TestForwardAuth(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("any method, other paths and keys as ever", func(t *testing.T) {
+		if w := call(h, "PROPFIND", "/v1/forward-auth?action=login", "", ""); w.Code != http.StatusUnauthorized {
+			t.Errorf("PROPFIND without a key: %d, want 401", w.Code)
+		}
+		if w := call(h, "PROPFIND", "/v1/check", keyCheck, ""); w.Code != http.StatusMethodNotAllowed {
+			t.Errorf("PROPFIND /v1/check: %d, want 405", w.Code)
+		}
+	})
 
 	t.Run("generic denial body", func(t *testing.T) {
 		for user, code := range map[string]string{"mallory": "rate_limited", "banned": "denylisted"} {

@@ -7,13 +7,27 @@ import (
 )
 
 // routes is the whole HTTP surface of Guard.
+const forwardAuthPath = "/v1/forward-auth"
+
 func (s *server) routes() *gin.Engine {
 	e := newEngine()
 	e.Use(requestID(s.log), accessLog(s.now), recovery(), closeAfterChunked())
 	e.NoRoute(func(c *gin.Context) { writeError(c, errNotFound) })
-	e.NoMethod(func(c *gin.Context) { writeError(c, errMethodNotAllowed) })
-
 	check := requireScope(s.keys, ScopeCheck)
+	// Forward-auth accepts any method (API.md): a proxy's subrequest may
+	// carry the original request's, a WebDAV PROPFIND or a PURGE as well
+	// as a GET. gin's Any registers the nine standard methods; any other
+	// reaches NoMethod, which serves forward-auth's path the same way.
+	e.NoMethod(func(c *gin.Context) {
+		if c.Request.URL.Path != forwardAuthPath {
+			writeError(c, errMethodNotAllowed)
+			return
+		}
+		if check(c); !c.IsAborted() {
+			s.handleForwardAuth(c)
+		}
+	})
+
 	auditRead := requireScope(s.keys, ScopeAuditRead)
 	admin := requireScope(s.keys, ScopeAdmin)
 	// Every GET route also answers HEAD (RFC 9110 §9.3.2): same status
@@ -26,7 +40,7 @@ func (s *server) routes() *gin.Engine {
 	// Decisions (scope check).
 	e.POST("/v1/check", check, s.handleCheck)
 	e.POST("/v1/report", check, s.handleReport)
-	e.Any("/v1/forward-auth", check, s.handleForwardAuth)
+	e.Any(forwardAuthPath, check, s.handleForwardAuth)
 
 	// Administration (scope admin).
 	get("/v1/lockouts", admin, s.handleLockouts)
