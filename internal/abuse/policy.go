@@ -101,9 +101,9 @@ type Rule struct {
 	OnLimit string `yaml:"on_limit"`
 }
 
-// Lockout is an action's escalation policy. Its zero value (a nil Ladder
-// and nothing else set) means the action has none; a lockout that is given
-// needs a ladder of at least one step.
+// Lockout is an action's escalation policy. An action with failure rules
+// always has one: a nil Ladder is the built-in policy's (1m 5m 15m 1h 6h
+// 24h), an empty one an error. An action without failure rules has none.
 type Lockout struct {
 	// Ladder holds the lockout duration per level.
 	Ladder []time.Duration `yaml:"ladder"`
@@ -114,11 +114,6 @@ type Lockout struct {
 	Ledger string `yaml:"ledger"`
 	// CountDenials records each rate-limit denial as a failure.
 	CountDenials bool `yaml:"count_denials"`
-}
-
-// isZero reports whether no lockout was given at all.
-func (l Lockout) isZero() bool {
-	return l.Ladder == nil && l.Decay == 0 && l.Ledger == "" && !l.CountDenials
 }
 
 // List is an allow or deny list. Users are normalised and countries

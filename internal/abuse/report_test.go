@@ -3,6 +3,7 @@ package abuse
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -342,4 +343,27 @@ func TestReportDecisionID(t *testing.T) {
 			t.Errorf("decision_id %.20q: %v, want 400 field decision_id", tc.id, err)
 		}
 	}
+}
+
+// TestFailuresWithoutLockout: lockout is optional (API.md); failure rules
+// without one escalate on the built-in ladder, with the default decay, on
+// the action's own ledger.
+func TestFailuresWithoutLockout(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		g, _ := newGuard(t, b, Policy{Actions: map[string]Action{
+			"pin": {Failures: []Rule{{Dimension: DimUser, Limit: 2, Window: time.Hour}}},
+		}})
+		eff := g.Policy().Actions["pin"].Lockout
+		if !slices.Equal(eff.Ladder, defaultLadder) || eff.Decay != DefaultDecay || eff.Ledger != "pin" {
+			t.Errorf("effective lockout = %+v; want the built-in ladder, decay %v, ledger pin", eff, DefaultDecay)
+		}
+		mustReport(t, g, failure("pin", "alice", "", ""))
+		out := mustReport(t, g, failure("pin", "alice", "", ""))
+		if out.Lockout == nil || out.Lockout.Level != 1 || out.Lockout.Until.Sub(out.Lockout.Since) != defaultLadder[0] {
+			t.Fatalf("second failure: lockout %+v; want level 1 for %v", out.Lockout, defaultLadder[0])
+		}
+		if d := mustCheck(t, g, CheckInput{Action: "pin", Subject: subj("alice", "", "")}); d.Allowed || d.Reason != ReasonLockedOut {
+			t.Errorf("check after the strike: %+v; want locked_out", d)
+		}
+	})
 }

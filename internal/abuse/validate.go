@@ -140,12 +140,13 @@ func validateAction(ps *problems, name string, a *Action) {
 	validateRules(ps, name, nameOK, "limits", "", a.Limits, nil)
 	validateRules(ps, name, nameOK, "failures", "/failures", a.Failures, a.Limits)
 	l := &a.Lockout
+	if len(a.Failures) > 0 && l.Ladder == nil {
+		// lockout (or its ladder) is optional (API.md): failures escalate
+		// on the built-in policy's ladder.
+		l.Ladder = defaultLadder
+	}
 	if len(a.Failures) > 0 && len(l.Ladder) == 0 {
-		if l.isZero() {
-			fail("failures", -1, "", "failures need a lockout (ladder) to escalate to")
-		} else {
-			fail("lockout", -1, "ladder", "ladder is required and needs at least one step (lockout durations per level, e.g. [1m, 5m, 15m])")
-		}
+		fail("lockout", -1, "ladder", "ladder needs at least one step (lockout durations per level, e.g. [1m, 5m, 15m]); leave it out for the default")
 	}
 	if l.CountDenials && len(a.Failures) == 0 {
 		fail("lockout", -1, "count_denials", "count_denials needs failures rules to record the denials in")
