@@ -36,7 +36,10 @@ func (g *Guard) Check(ctx context.Context, in CheckInput) (Decision, error) {
 	if cost == 0 {
 		cost = 1
 	}
-	if maxCost := max(a.minLimit, 1); cost < 1 || cost > maxCost {
+	if cost < 1 {
+		return Decision{}, &InputError{Code: CodeInvalidRequest, Field: "cost", Message: "cost must be at least 1"}
+	}
+	if maxCost := max(a.minLimit, 1); cost > maxCost {
 		return Decision{}, &InputError{Code: CodeInvalidRequest, Field: "cost",
 			Message: fmt.Sprintf("cost %d outside 1..%d (the smallest limit of action %s)", in.Cost, maxCost, a.name)}
 	}

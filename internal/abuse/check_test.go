@@ -99,6 +99,9 @@ func TestCheckInputErrors(t *testing.T) {
 		{"zone", CheckInput{Action: "login", Subject: subj("", "fe80::1%en0", "")}, CodeInvalidRequest, "ip"},
 		{"empty device", CheckInput{Action: "login", Subject: Subject{Device: sp("")}}, CodeInvalidRequest, "device"},
 		{"negative cost", CheckInput{Action: "login", Subject: subj("a", "", ""), Cost: -1}, CodeInvalidRequest, "cost"},
+		// The action, then the identifiers, then the cost.
+		{"unknown action and negative cost", CheckInput{Action: "logon", Subject: subj("a", "", ""), Cost: -1}, CodeUnknownAction, "action"},
+		{"empty user and negative cost", CheckInput{Action: "login", Subject: subj(" ", "", ""), Cost: -1}, CodeInvalidRequest, "user"},
 		// The smallest limit is the user rule's 2, even for a request
 		// without a user (evaluated or not).
 		{"cost above smallest limit", CheckInput{Action: "login", Subject: subj("", "203.0.113.7", ""), Cost: 3}, CodeInvalidRequest, "cost"},

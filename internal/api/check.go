@@ -43,21 +43,22 @@ func (s *server) decide(c *gin.Context, in abuse.CheckInput) (abuse.Decision, er
 	return d, nil
 }
 
-// checkInput validates what abuse cannot: an action is present and an
-// explicit cost is positive (abuse reads 0 as "not given"). Everything
-// else, the identifiers included, is left to abuse, which checks the
-// action first, so {"action": "nope"} is unknown_action whatever else is
-// missing.
+// checkInput validates what abuse cannot: an action is present. Everything
+// else, the identifiers and the cost included, is left to abuse, which
+// checks the action first, then the identifiers, then the cost, so
+// {"action": "nope"} is unknown_action whatever else is wrong. abuse reads
+// a cost of 0 as "not given": an explicit cost below 1 goes to it as -1,
+// which it refuses as below 1.
 func checkInput(req sdk.CheckRequest, key string) (abuse.CheckInput, error) {
 	if req.Action == "" {
 		return abuse.CheckInput{}, badRequest("action", "action is required")
 	}
 	cost := 1
 	if req.Cost != nil {
-		if *req.Cost < 1 {
-			return abuse.CheckInput{}, badRequest("cost", "cost must be at least 1")
-		}
 		cost = *req.Cost
+		if cost < 1 {
+			cost = -1
+		}
 	}
 	return abuse.CheckInput{
 		Action:          req.Action,

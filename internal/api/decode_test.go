@@ -34,7 +34,7 @@ func TestCheckRequestValidation(t *testing.T) {
 		if in.Action != "login" {
 			return abuse.Decision{}, &abuse.InputError{Code: abuse.CodeUnknownAction, Field: "action", Message: "unknown action"}
 		}
-		if in.Cost > 30 {
+		if in.Cost < 1 || in.Cost > 30 {
 			return abuse.Decision{}, &abuse.InputError{Code: abuse.CodeInvalidRequest, Field: "cost", Message: "cost must be from 1 to 30"}
 		}
 		return abuse.Decision{ID: "01X", Allowed: true, Reason: abuse.ReasonOK}, nil
@@ -72,6 +72,8 @@ func TestCheckRequestValidation(t *testing.T) {
 		{"cost huge", `{"action":"login","user":"a","cost":1e40}`, "", 400, "invalid_request", "cost"},
 		{"cost zero", `{"action":"login","user":"a","cost":0}`, "", 400, "invalid_request", "cost"},
 		{"cost negative", `{"action":"login","user":"a","cost":-1}`, "", 400, "invalid_request", "cost"},
+		// The action first, whatever the cost (abuse's order).
+		{"cost zero, unknown action", `{"action":"nope","user":"a","cost":0}`, "", 400, "unknown_action", "action"},
 		{"cost over smallest limit", `{"action":"login","user":"a","cost":31}`, "", 400, "invalid_request", "cost"},
 		{"user as number", `{"action":"login","user":42}`, "", 400, "invalid_request", "user"},
 		{"dry_run as string", `{"action":"login","user":"a","dry_run":"yes"}`, "", 400, "invalid_request", "dry_run"},
