@@ -39,7 +39,14 @@ func (g *Guard) Check(ctx context.Context, in CheckInput) (Decision, error) {
 	if cost < 1 {
 		return Decision{}, &InputError{Code: CodeInvalidRequest, Field: "cost", Message: "cost must be at least 1"}
 	}
-	if maxCost := max(a.minLimit, 1); cost > maxCost {
+	// Bounded by the smallest limit cost applies to; an action without
+	// such a rule (distinct rules or failures only) bounds it by the
+	// largest limit a rule may have.
+	maxCost := a.minLimit
+	if maxCost == 0 {
+		maxCost = MaxRuleLimit
+	}
+	if cost > maxCost {
 		return Decision{}, &InputError{Code: CodeInvalidRequest, Field: "cost",
 			Message: fmt.Sprintf("cost %d outside 1..%d (the smallest limit of action %s)", in.Cost, maxCost, a.name)}
 	}

@@ -151,6 +151,28 @@ func TestCheckCost(t *testing.T) {
 	})
 }
 
+// TestCheckCostWithoutCountedRules: cost does not apply to distinct rules,
+// so an action whose only limits are distinct rules takes any cost up to
+// the largest limit a rule may have, and a distinct rule counts the value
+// once whatever the cost.
+func TestCheckCostWithoutCountedRules(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		pol := Policy{Actions: map[string]Action{"spray": {Limits: []Rule{
+			{Dimension: DimIP, Distinct: DimUser, Limit: 2, Window: time.Hour}}}}}
+		g, _ := newGuard(t, b, pol)
+		d := mustCheck(t, g, CheckInput{Action: "spray", Subject: subj("alice", "203.0.113.9", ""), Cost: 5})
+		wantDecision(t, d, true, ReasonOK)
+		if d.Limits[0].Remaining != 1 {
+			t.Errorf("remaining %d after one user at cost 5; want 1", d.Limits[0].Remaining)
+		}
+		_, err := g.Check(context.Background(), CheckInput{Action: "spray", Subject: subj("bob", "203.0.113.9", ""), Cost: MaxRuleLimit + 1})
+		var ie *InputError
+		if !errors.As(err, &ie) || ie.Field != "cost" {
+			t.Errorf("cost above the largest limit: error %v; want InputError field cost", err)
+		}
+	})
+}
+
 func TestCheckMissingDimensions(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
 		pol := Policy{Actions: map[string]Action{
