@@ -112,7 +112,7 @@ rb_login() { rb "$@" fcall "$fn" "${#LOGIN_KEYS[@]}" "${LOGIN_KEYS[@]}" "${LOGIN
 # Bytes of one full 100-entry log, key as long as Guard's (once).
 fullkey="guard:v2:{0123456789abcdefghijklmn}l:login/user"
 for _ in $(seq 100); do
-	rcli fcall "$fn" 1 "$fullkey" 'check 1 0 0 0 0 0 0 64 36ee80 3600000 0 0' 1 '' >/dev/null
+	rcli fcall "$fn" 1 "$fullkey" 'check 1 0 0 0 0 0 0 0 64 36ee80 3600000 0 0' 1 '' >/dev/null
 done
 full_bytes=$(rcli memory usage "$fullkey")
 rcli flushall >/dev/null

@@ -280,20 +280,21 @@ guard_fn_load() {
 
 # login_call sets LOGIN_KEYS and LOGIN_ARGS to the keys and arguments Guard
 # sends for the login check of scripts/bench.sh's policy (read off MONITOR),
-# each identity __rand_int__ for redis-benchmark -r: 3 logs, the 2 struck
-# lock records of its failure dimensions, the manual-lockout records of the
-# 5 dimensions present, the trust record. The arguments are the spec
-# (redis.lua's header), then the cost and the flags ('': none set).
+# each identity __rand_int__ for redis-benchmark -r: 3 logs, then per
+# dimension present its struck lock record (user, user+ip: the failure
+# dimensions) and its manual-lockout record (all 5; pairs 22 marks the two
+# that follow their struck record), the trust record. The arguments are the
+# spec (redis.lua's header), then the cost and the flags ('': none set).
 # Numbers are hexadecimal, the rules' keeps decimal: limit 1000000 =
 # f4240, windows 1 min, 15 min, 1 h.
 login_call() {
 	local u='guard:v2:{u__rand_int__}' ip='guard:v2:{ip__rand_int__}' d='guard:v2:{d__rand_int__}'
 	LOGIN_KEYS=("${ip}l:login/ip" "${u}l:login/user" "${d}l:login/device"
-		"${u}k:auth:user" "${u}k:auth:user+ip:x__rand_int__"
-		"${u}k:auth:user!m" "${ip}k:auth:ip!m" "${d}k:auth:device!m"
-		"${u}k:auth:user+ip!m:x__rand_int__" "${u}k:auth:user+device!m:y__rand_int__"
+		"${u}k:auth:user" "${u}k:auth:user!m" "${ip}k:auth:ip!m" "${d}k:auth:device!m"
+		"${u}k:auth:user+ip:x__rand_int__" "${u}k:auth:user+ip!m:x__rand_int__"
+		"${u}k:auth:user+device!m:y__rand_int__"
 		"${u}t:y__rand_int__")
-	LOGIN_ARGS=('check 3 7 1 0 0 1 0 f4240 ea60 60000 0 f4240 dbba0 900000 0 f4240 36ee80 3600000 0 0' 1 '')
+	LOGIN_ARGS=('check 3 7 1 0 0 1 22 0 f4240 ea60 60000 0 f4240 dbba0 900000 0 f4240 36ee80 3600000 0 0' 1 '')
 }
 
 # report_call sets REPORT_KEYS and REPORT_ARGS to a failed login's report
@@ -303,13 +304,13 @@ login_call() {
 # decay 24 h. A new identity's failure strikes nothing.
 report_call() {
 	local u='guard:v2:{u__rand_int__}' ip='guard:v2:{ip__rand_int__}' d='guard:v2:{d__rand_int__}'
-	REPORT_KEYS=("${u}k:auth:user" "${u}k:auth:user+ip:x__rand_int__"
-		"${u}k:auth:user!m" "${ip}k:auth:ip!m" "${d}k:auth:device!m"
-		"${u}k:auth:user+ip!m:x__rand_int__" "${u}k:auth:user+device!m:y__rand_int__"
+	REPORT_KEYS=("${u}k:auth:user" "${u}k:auth:user!m" "${ip}k:auth:ip!m" "${d}k:auth:device!m"
+		"${u}k:auth:user+ip:x__rand_int__" "${u}k:auth:user+ip!m:x__rand_int__"
+		"${u}k:auth:user+device!m:y__rand_int__"
 		"${u}t:y__rand_int__"
 		"${u}f:login/user+ip/failures:x__rand_int__" "${u}k:auth:user+ip:x__rand_int__" "${u}x" "${ip}x"
 		"${u}f:login/user/failures" "${u}k:auth:user" "${u}x")
-	REPORT_ARGS=('report 7 1 1 0 0 2 5265c00 3 ea60 493e0 dbba0 a dbba0 900000 2 32 5265c00 86400000 1 1 0'
+	REPORT_ARGS=('report 7 1 1 0 0 2 5265c00 3 ea60 493e0 dbba0 a dbba0 900000 2 32 5265c00 86400000 1 1 22 0'
 		'auth|user+ip|u|ip|' '' 'auth|user|u||' '')
 }
 

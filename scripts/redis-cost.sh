@@ -60,7 +60,7 @@ per_call() {
 }
 
 printf '%-40s %12s\n' "call ($fn)" "Ir/call"
-printf '%-40s %12d\n' "empty (check without keys)" "$(per_call fcall "$fn" 0 'check 0 0 0 0 0 0 0 0' 1 '')"
+printf '%-40s %12d\n' "empty (check without keys)" "$(per_call fcall "$fn" 0 'check 0 0 0 0 0 0 0 0 0' 1 '')"
 printf '%-40s %12d\n' "login check (${#LOGIN_KEYS[@]} keys, allowed)" \
 	"$(per_call fcall "$fn" "${#LOGIN_KEYS[@]}" "${LOGIN_KEYS[@]}" "${LOGIN_ARGS[@]}")"
 printf '%-40s %12d\n' "failure report (${#REPORT_KEYS[@]} keys)" \

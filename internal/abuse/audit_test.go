@@ -194,16 +194,30 @@ func TestCheckRequestShape(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	mustCheck(t, g, CheckInput{Action: "login", Subject: subj("alice", "203.0.113.7", "dev")})
-	// login's ledger auth has failure rules on user+ip and user: both
-	// locks, the user one sparing trusted devices; then the manual lockout
-	// records of every dimension present, sparing nothing.
-	if len(got.Locks) != 7 || !strings.HasSuffix(got.Locks[0].Key, "}k:auth:user") || !got.Locks[0].SpareIfTrusted ||
-		!strings.Contains(got.Locks[1].Key, "}k:auth:user+ip:") || got.Locks[1].SpareIfTrusted {
-		t.Errorf("locks = %+v; want auth user (spare if trusted) and auth user+ip", got.Locks)
+	// login's ledger auth has failure rules on user+ip and user: per
+	// dimension present, its struck record (the user one sparing trusted
+	// devices) and then its manual lockout record, sparing nothing and
+	// sharing the struck record's level.
+	want := []struct {
+		suffix       string
+		spare, share bool
+	}{
+		{"}k:auth:user", true, false}, {"}k:auth:user!m", false, true},
+		{"}k:auth:ip!m", false, false}, {"}k:auth:device!m", false, false},
+		{"}k:auth:user+ip:", false, false}, {"}k:auth:user+ip!m:", false, true},
+		{"}k:auth:user+device!m:", false, false},
 	}
-	for i, d := range Dimensions[:5] { // the request names no phone
-		if l := got.Locks[min(2+i, len(got.Locks)-1)]; !strings.Contains(l.Key, "}k:auth:"+d+"!m") || l.SpareIfTrusted {
-			t.Errorf("lock %d = %+v; want the manual %s record, sparing nothing", 2+i, l, d)
+	if len(got.Locks) != len(want) {
+		t.Fatalf("locks = %+v; want %d", got.Locks, len(want))
+	}
+	for i, w := range want {
+		l := got.Locks[i]
+		match := strings.HasSuffix(l.Key, w.suffix)
+		if strings.HasSuffix(w.suffix, ":") { // a pair's second hash follows
+			match = strings.Contains(l.Key, w.suffix)
+		}
+		if !match || l.SpareIfTrusted != w.spare || l.SharesLevel != w.share {
+			t.Errorf("lock %d = %+v; want %s, spare %v, shares level %v", i, l, w.suffix, w.spare, w.share)
 		}
 	}
 	if !strings.HasPrefix(got.TrustKey, "p:{") || !strings.Contains(got.TrustKey, "}t:") || got.DenialFailures != nil || got.Cost != 1 {

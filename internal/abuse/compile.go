@@ -2,6 +2,7 @@ package abuse
 
 import (
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -210,20 +211,22 @@ func (c *compiledList) matches(id *identity) bool {
 }
 
 // lockRefs are the lock records of the action's ledger that the request's
-// identifiers name: the struck records of the ledger's lock dimensions (the
-// user-level one spares trusted devices) and the manual lockout records of
-// every dimension present (an administrator's lock spares nothing).
+// identifiers name, per dimension present: the struck record when the
+// ledger has failure rules on it (the user-level one spares trusted
+// devices), then the manual lockout record (an administrator's lock spares
+// nothing), which shares the struck record's level: a strike during a
+// manual lockout raises the key's level as usual.
 func (g *Guard) lockRefs(led *compiledLedger, id *identity) []limits.LockRef {
 	refs := make([]limits.LockRef, 0, len(led.lockDims)+int(numDims))
-	for _, d := range led.lockDims {
-		if id.has(d) {
+	for d := range numDims {
+		if !id.has(d) {
+			continue
+		}
+		struck := slices.Contains(led.lockDims, d)
+		if struck {
 			refs = append(refs, limits.LockRef{Key: g.keys.key(led.lockKind[d], id, d), SpareIfTrusted: d == dimUser})
 		}
-	}
-	for d := range numDims {
-		if id.has(d) {
-			refs = append(refs, limits.LockRef{Key: g.keys.key(led.manualKind[d], id, d)})
-		}
+		refs = append(refs, limits.LockRef{Key: g.keys.key(led.manualKind[d], id, d), SharesLevel: struck})
 	}
 	return refs
 }

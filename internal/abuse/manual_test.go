@@ -189,3 +189,31 @@ func TestLockoutsPage(t *testing.T) {
 		}
 	})
 }
+
+// TestManualLockStrikeDuring: a strike during a manual lockout raises the
+// key's level as usual and the lock ends at the later of the two ends
+// (API.md, "Manual lockouts"): the striking report and the next check
+// answer the manual lockout's end at the key's new level.
+func TestManualLockStrikeDuring(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		g, _ := newGuard(t, b, authPolicy(50))
+		ctx := context.Background()
+		ip := "2001:db8::9"
+		got, err := g.Lock(ctx, LockInput{Dimension: DimUserIP, Subject: subj("erin", ip, ""), Duration: time.Hour, Ledger: "auth"})
+		if err != nil || len(got) != 1 || got[0].Level != 0 {
+			t.Fatalf("Lock = %+v, %v; want one lockout at level 0", got, err)
+		}
+		end := got[0].Until
+		var out ReportOutcome
+		for range 3 { // login's user+ip failure limit
+			out = mustReport(t, g, failure("login", "erin", ip, ""))
+		}
+		if out.Lockout == nil || out.Lockout.Level != 1 || !out.Lockout.Until.Equal(end) {
+			t.Errorf("striking report: lockout %+v; want level 1 until the manual end %v", out.Lockout, end)
+		}
+		d := mustCheck(t, g, CheckInput{Action: "login", Subject: subj("erin", ip, "")})
+		if d.Allowed || d.Reason != ReasonLockedOut || d.Lockout == nil || d.Lockout.Level != 1 || !d.Lockout.Until.Equal(end) {
+			t.Errorf("check: %+v (lockout %+v); want locked_out at level 1 until %v", d, d.Lockout, end)
+		}
+	})
+}

@@ -93,13 +93,24 @@ func confManualStrikeDuring(t *testing.T, c *conf) {
 	sk := esc.Failures[0].LockKey
 	mk := c.key("lock", "manual-"+"during")
 	ml := c.lock(t, c.a, LockRequest{Locks: []ManualLock{{Key: mk, StrikeKey: sk}}, Duration: time.Hour})[0]
-	first := c.fail(t, c.b, esc)
+	// The manual record after its key's struck record shares its level
+	// (LockRef.SharesLevel): the strike raises the key's level as usual,
+	// and the lock ends at the later of the two ends.
+	paired := []LockRef{{Key: sk}, {Key: mk, SharesLevel: true}}
+	first := c.report(t, c.b, ReportRequest{Failure: true, Escalation: esc, Locks: paired})
 	if len(first.Struck) != 1 || first.Struck[0].Level != 1 {
 		t.Fatalf("strike during a manual lock: got %+v, want level 1", first.Struck)
 	}
+	if first.Locked == nil || first.Locked.Key != mk || first.Locked.Level != 1 || !first.Locked.Until.Equal(ml.Until) {
+		t.Errorf("striking report: locked %+v, want the manual record at the key's level 1 until the manual end %v", first.Locked, ml.Until)
+	}
 	res := c.check(t, c.a, CheckRequest{Locks: []LockRef{{Key: sk}, {Key: mk}}, Nonce: confFreshNonce()})
-	if res.Allowed || res.Locked == nil || !res.Locked.Until.Equal(ml.Until) {
-		t.Errorf("check: got %+v, want locked until the manual end %v (later than the 1m strike)", res.Locked, ml.Until)
+	if res.Allowed || res.Locked == nil || !res.Locked.Until.Equal(ml.Until) || res.Locked.Level != 0 {
+		t.Errorf("check: got %+v, want locked until the manual end %v (later than the 1m strike), the manual record's own level 0 when not paired", res.Locked, ml.Until)
+	}
+	res = c.check(t, c.a, CheckRequest{Locks: paired, Nonce: confFreshNonce()})
+	if res.Allowed || res.Locked == nil || !res.Locked.Until.Equal(ml.Until) || res.Locked.Level != 1 {
+		t.Errorf("paired check: got %+v, want locked until the manual end %v at the key's level 1", res.Locked, ml.Until)
 	}
 	second := c.fail(t, c.b, esc)
 	if len(second.Struck) != 1 || second.Struck[0].Level != 2 {

@@ -253,8 +253,8 @@ func (s *MemoryStore) activeLock(refs []LockRef, trustKey string, now int64) *Lo
 	}
 	trusted := trustKey != "" && s.trusted(trustKey, now)
 	var best *memLock
-	bestKey := ""
-	for _, ref := range refs {
+	bi := -1
+	for i, ref := range refs {
 		if ref.SpareIfTrusted && trusted {
 			continue
 		}
@@ -263,13 +263,19 @@ func (s *MemoryStore) activeLock(refs []LockRef, trustKey string, now int64) *Lo
 			continue
 		}
 		if best == nil || rec.until > best.until {
-			best, bestKey = rec, ref.Key
+			best, bi = rec, i
 		}
 	}
 	if best == nil {
 		return nil
 	}
-	st := best.state(bestKey)
+	st := best.state(refs[bi].Key)
+	// A manual lockout answers its key's level (LockRef.SharesLevel).
+	if refs[bi].SharesLevel && bi > 0 {
+		if prev := s.lockRecord(refs[bi-1].Key, now); prev != nil && prev.level > st.Level {
+			st.Level = prev.level
+		}
+	}
 	return &st
 }
 

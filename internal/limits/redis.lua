@@ -19,7 +19,9 @@
 -- or "release"), then per op (in [brackets] the fields that are not in the
 -- spec but the next of ARGV[2..], in this order):
 --   check:    nR nL nT nO denyFail(0/1) spares (bit j-1 set: lock j is
---             spared when the device is trusted) ats (0/1: reply each
+--             spared when the device is trusted) pairs (bit j-1 set: lock
+--             j has the level of lock j-1 too, its key's struck record;
+--             the higher is answered) ats (0/1: reply each
 --             rule's at, which only a Cluster rollback reads) [cost
 --             (hexadecimal),
 --             flags ('' when none is set, else '0'/'1' each: dry run, then
@@ -28,8 +30,8 @@
 --             shadow + 2 challenge), the escalation when denyFail, per
 --             other rule: kind limit window keep flags [member], then
 --             reserve(0/1), and when 1: ttl, escalation
---   report:   nL nT failure(0/1) trustTTL nC, escalation, spares (as a
---             check's), then nRec (0/1)
+--   report:   nL nT failure(0/1) trustTTL nC, escalation, spares and
+--             pairs (as a check's), then nRec (0/1)
 --   release:  nF
 --   unlock:   nL nC
 --   rollback: nK cost at
@@ -233,6 +235,19 @@ end
 -- trusted device.
 local function spared(mask, j) return floor(mask / 2 ^ (j - 1)) % 2 == 1 end
 
+-- lockLevel is the level to answer for lock li (record lr): its own or,
+-- when bit li-1 of pairs says it shares its key's level with lock li-1
+-- (value prev: a manual lockout after its key's struck record), the higher
+-- of the two, since a strike during a manual lockout raises the level.
+local function lockLevel(li, lr, pairs, prev)
+  local lvl = lr[1]
+  if li > 1 and spared(pairs, li) then
+    local p = parseLock(prev)
+    if p and p[1] > lvl then lvl = p[1] end
+  end
+  return lvl
+end
+
 -- later returns lock j (value lv) and its record when it is active and
 -- ends after the lock li (record lr) found so far, else li and lr: the
 -- active lock that ends last, first of equals.
@@ -251,11 +266,11 @@ local OUT, on, FIT, AT = {}, 0, {}, {}
 local function put(x) on = on + 1 OUT[on] = x end
 -- reply starts OUT: now, allowed, lockIdx, then when lockIdx > 0 the
 -- lock li's (record lr's) level, since, until and info, then nR.
-local function reply(nR, li, lr)
+local function reply(nR, li, lr, lvl)
   OUT[1], OUT[2], OUT[3] = now, 0, li
   on = 3
   if lr then
-    OUT[4], OUT[5], OUT[6], OUT[7] = lr[1], lr[2], lr[3], lr[5]
+    OUT[4], OUT[5], OUT[6], OUT[7] = lvl or lr[1], lr[2], lr[3], lr[5]
     on = 7
   end
   on = on + 1
@@ -641,8 +656,8 @@ local function run(keys, args)
 
   if op == 'check' then
     -- The header by index: ST[1] is the op.
-    local nR, nL, nT, nO, denyFail, spares, ats = SN[2], SN[3], SN[4], SN[5], ST[6] == '1', SN[7], ST[8] == '1'
-    ai = 8
+    local nR, nL, nT, nO, denyFail, spares, pairs, ats = SN[2], SN[3], SN[4], SN[5], ST[6] == '1', SN[7], SN[8], ST[9] == '1'
+    ai = 9
     local cost = tonumber(ARGV[2], 16)
     FL = ARGV[3]
     di = 3
@@ -690,7 +705,7 @@ local function run(keys, args)
     local allowed = li == 0
     -- hard: an enforced rule that does not challenge denies.
     local hard = false
-    reply(nR, li, lr)
+    reply(nR, li, lr, lr and lockLevel(li, lr, pairs, v[nR + li - 1]))
     local fit, at = FIT, AT
     for i = 1, nR do
       local b = rb + 4 * (i - 1)
@@ -768,7 +783,7 @@ local function run(keys, args)
     ki = ki + nC
     local X = slow()
     X.readEscalation()
-    local spares = num()
+    local spares, pairs = num(), num()
     local rk = nil
     if num() == 1 then rk = key() end
     -- One MGET: the locks and the trust record (side by side in KEYS) and,
@@ -815,7 +830,13 @@ local function run(keys, args)
       if lv == nil then lv = v[j] end
       if lv and not (spared(spares, j) and isTrusted(v[nL + 1])) then li, lr = later(li, lr, j, lv) end
     end
-    reply(0, li, lr)
+    local lvl = nil
+    if lr and li > 1 then
+      local pv = raw[KEYS[lb + li - 1]]
+      if pv == nil then pv = v[li - 1] end
+      lvl = lockLevel(li, lr, pairs, pv)
+    end
+    reply(0, li, lr, lvl)
     return finish()
   end
 

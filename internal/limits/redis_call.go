@@ -215,6 +215,7 @@ func (g *callGroup) build(req any) ([]string, []any) {
 		a.hex(int64(len(g.others)))
 		a.flag(g.denyFail)
 		a.hex(g.spareMask(req.Locks))
+		a.hex(g.pairMask(req.Locks))
 		a.flag(g.wantAt)
 		a.vary(costArg(req.Cost))
 		a.vary(g.checkFlags(req))
@@ -266,6 +267,7 @@ func (g *callGroup) build(req any) ([]string, []any) {
 		keys = append(keys, g.clear...)
 		keys = g.escalation(keys, &a)
 		a.hex(g.spareMask(req.Locks))
+		a.hex(g.pairMask(req.Locks))
 		if g.record != "" {
 			a.flag(true)
 			keys = append(keys, g.record)
@@ -431,6 +433,21 @@ func (g *callGroup) spareMask(locks []LockRef) int64 {
 	var m int64
 	for j, i := range g.locks {
 		if locks[i].SpareIfTrusted && j < 53 {
+			m |= 1 << j
+		}
+	}
+	return m
+}
+
+// pairMask is the pairs argument of a check or a report: bit j-1 set when
+// the group's lock j shares its key's level with lock j-1 (its struck
+// record, the lock before it in the request, which a slot never
+// separates from it). As for spares, a lock beyond the 53rd is never
+// paired: its own level is answered.
+func (g *callGroup) pairMask(locks []LockRef) int64 {
+	var m int64
+	for j, i := range g.locks {
+		if j > 0 && j < 53 && locks[i].SharesLevel && g.locks[j-1] == i-1 {
 			m |= 1 << j
 		}
 	}

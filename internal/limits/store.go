@@ -158,6 +158,12 @@ type LockRef struct {
 	// SpareIfTrusted makes the lock not apply when the request's TrustKey
 	// exists (user-level lockouts spare trusted devices).
 	SpareIfTrusted bool
+	// SharesLevel says this record's key has the level of the record
+	// before it in the list (a manual lockout right after its key's struck
+	// record, on the same slot): when this lock decides, its level is the
+	// higher of the two records', since a strike during a manual lockout
+	// raises the key's level as usual.
+	SharesLevel bool
 }
 
 // FailureRule is a failure log whose filling strikes LockKey.
