@@ -27,7 +27,7 @@ type Notifier interface {
 // is the name of the failure rule that struck, which the store answers
 // (LockState.Rule): two rules may strike one lock key (an ip log and an ip
 // distinct set), so the key alone cannot tell them apart.
-func (g *Guard) notifyStrikes(a *compiledAction, id *identity, struck []limits.LockState, at time.Time) {
+func (g *Guard) notifyStrikes(a *compiledAction, id *identity, struck []limits.LockState, locked *limits.LockState, at time.Time) {
 	if g.cfg.Notifier == nil || len(struck) == 0 || !g.cfg.Notifier.Wants(sdk.NotificationLockout) {
 		return
 	}
@@ -40,7 +40,15 @@ func (g *Guard) notifyStrikes(a *compiledAction, id *identity, struck []limits.L
 			g.log.Warn("no lockout notification for a lock of unknown dimension", "key", st.Key)
 			continue
 		}
-		g.notify(sdk.NotificationLockout, at, info.Ledger, d, id, st.Level, st.Until, reason)
+		// A strike during a manual lockout of the same key: the key stays
+		// locked until the later of the two ends, which the answer's lock
+		// (the one ending last) has when it is that manual lockout.
+		until := st.Until
+		if led := g.ledgers[info.Ledger]; led != nil && locked != nil && locked.Until.After(until) &&
+			locked.Key == g.keys.key(led.manualKind[d], id, d) {
+			until = locked.Until
+		}
+		g.notify(sdk.NotificationLockout, at, info.Ledger, d, id, st.Level, until, reason)
 	}
 }
 

@@ -256,3 +256,26 @@ func TestNotifyStrikeNamesTheRuleSharingALockKey(t *testing.T) {
 		}
 	})
 }
+
+// TestNotifyStrikeDuringManualLock: the lockout notification of a strike
+// during a manual lockout of the same key says the key's real end, the
+// later manual one, at the strike's level.
+func TestNotifyStrikeDuringManualLock(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		fn := &fakeNotifier{}
+		g, _ := newGuard(t, b, authPolicy(50), withNotifier(fn))
+		ip := "203.0.113.44"
+		locks, err := g.Lock(context.Background(), LockInput{Dimension: DimUserIP, Subject: subj("fay", ip, ""), Duration: time.Hour, Ledger: "auth"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn.take()
+		for range 3 { // login's user+ip failure limit
+			mustReport(t, g, failure("login", "fay", ip, ""))
+		}
+		got := fn.take()
+		if len(got) != 1 || got[0].Level != 1 || !got[0].Until.Equal(locks[0].Until) {
+			t.Errorf("strike notifications = %v; want one at level 1 until the manual end %v", got, locks[0].Until)
+		}
+	})
+}

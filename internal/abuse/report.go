@@ -97,7 +97,7 @@ func (g *Guard) Report(ctx context.Context, in ReportInput) (ReportOutcome, erro
 	}
 	if len(res.Struck) > 0 {
 		g.strikes.remember(res.Struck, &id)
-		g.notifyStrikes(a, &id, res.Struck, e.At)
+		g.notifyStrikes(a, &id, res.Struck, res.Locked, e.At)
 		e.LockoutUntil = ptr(latest(res.Struck, nil).Until.UTC())
 	}
 	g.auditIdentifiers(&e, &id)
