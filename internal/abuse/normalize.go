@@ -20,8 +20,10 @@ const (
 	DefaultIPv6Prefix = 64
 )
 
-// maxRawBytes bounds identifier input before normalisation, so a hostile
-// caller cannot make NFKC expand megabytes (the API bounds bodies too).
+// maxRawBytes bounds identifier input before normalisation, surrounding
+// white space aside (trimming is cheap and the contract's bound is on the
+// normalised form), so a hostile caller cannot make NFKC expand megabytes
+// (the API bounds bodies too).
 const maxRawBytes = 4096
 
 // NormalizeUser returns the canonical form of a user identifier: surrounding
@@ -141,7 +143,7 @@ func AggregateIP(addr netip.Addr, ipv6Prefix int) netip.Prefix {
 
 func checkText(field, raw string) error {
 	switch {
-	case len(raw) > maxRawBytes:
+	case len(raw) > maxRawBytes && len(strings.TrimSpace(raw)) > maxRawBytes:
 		return &InputError{Code: CodeInvalidRequest, Field: field, Message: field + " is too long"}
 	case !utf8.ValidString(raw):
 		return &InputError{Code: CodeInvalidRequest, Field: field, Message: field + " is not valid UTF-8"}

@@ -36,6 +36,10 @@ func TestNormalizeUser(t *testing.T) {
 		{name: "256 bytes", in: strings.Repeat("a", 256), want: strings.Repeat("a", 256)},
 		{name: "257 bytes", in: strings.Repeat("a", 257), err: true},
 		{name: "257 bytes before trim", in: " " + strings.Repeat("A", 256), want: strings.Repeat("a", 256)},
+		// The bound is on the normalised form: padding beyond the raw
+		// bound is trimmed, not refused.
+		{name: "4100 spaces of padding", in: strings.Repeat(" ", 4100) + "Zed", want: "zed"},
+		{name: "over the raw bound without padding", in: strings.Repeat("a", 4097), err: true},
 		{name: "expands past 256 bytes", in: strings.Repeat("ﷺ", 20), err: true},
 	}
 	for _, tt := range tests {
