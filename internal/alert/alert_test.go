@@ -158,16 +158,7 @@ func TestDownAndRecoveryPayloads(t *testing.T) {
 		n.Down(Redis, t0, "dial tcp 127.0.0.1:6379: connection refused")
 		n.Down(Redis, t0.Add(time.Millisecond), "again") // duplicate: ignored
 		n.Up(Redis, t0.Add(90*time.Second), "")
-		time.Sleep(cfg.Hold - time.Millisecond)
-		synctest.Wait()
-		if got := fmt.Sprint(r.events()); got != "[redis_down]" {
-			t.Fatalf("events before Hold elapsed = %s, want [redis_down]", got)
-		}
-		time.Sleep(time.Millisecond)
-		synctest.Wait()
-		if got := fmt.Sprint(r.events()); got != "[redis_down redis_recovered]" {
-			t.Fatalf("events once Hold elapsed = %s, want the recovery too", got)
-		}
+		wantRecoveryAfter(t, r, cfg.Hold)
 		closeNotifier(t, n)
 
 		want := []Payload{
@@ -204,18 +195,25 @@ func TestHoldCountsFromRecovery(t *testing.T) {
 		back := time.Now()
 		time.Sleep(confirmed)
 		n.Up(Redis, back, "")
-		time.Sleep(cfg.Hold - confirmed - time.Millisecond)
-		synctest.Wait()
-		if got := fmt.Sprint(r.events()); got != "[redis_down]" {
-			t.Fatalf("events before Hold since the recovery = %s, want [redis_down]", got)
-		}
-		time.Sleep(time.Millisecond)
-		synctest.Wait()
-		if got := fmt.Sprint(r.events()); got != "[redis_down redis_recovered]" {
-			t.Fatalf("events once Hold since the recovery elapsed = %s, want the recovery too", got)
-		}
+		wantRecoveryAfter(t, r, cfg.Hold-confirmed)
 		closeNotifier(t, n)
 	})
+}
+
+// wantRecoveryAfter checks, in a synctest bubble, that wait from now less
+// 1ms only the down alert has been sent, and at wait the recovery too.
+func wantRecoveryAfter(t *testing.T, r *receiver, wait time.Duration) {
+	t.Helper()
+	time.Sleep(wait - time.Millisecond)
+	synctest.Wait()
+	if got := fmt.Sprint(r.events()); got != "[redis_down]" {
+		t.Fatalf("events 1ms before the recovery is due = %s, want [redis_down]", got)
+	}
+	time.Sleep(time.Millisecond)
+	synctest.Wait()
+	if got := fmt.Sprint(r.events()); got != "[redis_down redis_recovered]" {
+		t.Fatalf("events once the recovery is due = %s, want the recovery too", got)
+	}
 }
 
 func TestHysteresis(t *testing.T) {
