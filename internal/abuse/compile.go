@@ -232,12 +232,15 @@ func (g *Guard) lockRefs(led *compiledLedger, id *identity) []limits.LockRef {
 }
 
 // escalation is the action's failure policy for the request's identifiers:
-// the failure rules whose dimension is present.
+// the enforced failure rules whose dimension is present. A shadow failure
+// rule, or any of a shadow action, records and strikes nothing: a shadow
+// rule never turns a decision into a denial (API.md), and a lockout it
+// struck would deny this action's and its ledger's other actions' checks.
 func (g *Guard) escalation(a *compiledAction, id *identity) limits.Escalation {
 	esc := limits.Escalation{Ladder: a.ladder, Decay: a.decay}
 	for i := range a.failures {
 		r := &a.failures[i]
-		if !r.applies(id) {
+		if r.Shadow || a.shadow || !r.applies(id) {
 			continue
 		}
 		esc.Failures = append(esc.Failures, limits.FailureRule{

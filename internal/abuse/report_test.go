@@ -367,3 +367,40 @@ func TestFailuresWithoutLockout(t *testing.T) {
 		}
 	})
 }
+
+// TestShadowFailuresStrikeNothing: a shadow failure rule, and every failure
+// rule of a shadow action, strike no lockout: a shadow rule never turns a
+// decision into a denial, neither of its own action nor of another action
+// on the same ledger; the enforced failure rules beside it strike as ever.
+func TestShadowFailuresStrikeNothing(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		ladder := Lockout{Ladder: []time.Duration{time.Minute}, Decay: time.Hour, Ledger: "shared"}
+		g, _ := newGuard(t, b, Policy{Actions: map[string]Action{
+			"sf": {Failures: []Rule{
+				{Dimension: DimUser, Limit: 2, Window: time.Hour, Shadow: true},
+				{Dimension: DimUserIP, Limit: 4, Window: time.Hour},
+			}, Lockout: ladder},
+			"sa":       {Failures: []Rule{{Dimension: DimUser, Limit: 2, Window: time.Hour}}, Lockout: ladder, Shadow: true},
+			"enforced": {Limits: []Rule{{Dimension: DimUser, Limit: 100, Window: time.Hour}}, Failures: []Rule{{Dimension: DimIP, Limit: 100, Window: time.Hour}}, Lockout: ladder},
+		}})
+		for range 3 {
+			if out := mustReport(t, g, failure("sf", "gil", "198.51.100.3", "")); out.Lockout != nil {
+				t.Fatalf("failure past the shadow rule's limit: lockout %+v; want none", out.Lockout)
+			}
+		}
+		for range 3 {
+			if out := mustReport(t, g, failure("sa", "hal", "198.51.100.4", "")); out.Lockout != nil {
+				t.Fatalf("shadow action's failure: lockout %+v; want none", out.Lockout)
+			}
+		}
+		for _, u := range []string{"gil", "hal"} {
+			if d := mustCheck(t, g, CheckInput{Action: "enforced", Subject: subj(u, "198.51.100.9", "")}); !d.Allowed {
+				t.Errorf("%s on the ledger's enforced action: %+v; want allowed (no shadow strike locks)", u, d)
+			}
+		}
+		// The enforced user+ip rule still strikes, at its own limit.
+		if out := mustReport(t, g, failure("sf", "gil", "198.51.100.3", "")); out.Lockout == nil || out.Lockout.Level != 1 {
+			t.Errorf("4th failure: lockout %+v; want the enforced user+ip rule's strike", out.Lockout)
+		}
+	})
+}
