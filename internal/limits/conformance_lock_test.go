@@ -572,3 +572,32 @@ func confLockoutPages(t *testing.T, c *conf) {
 		t.Errorf("after unlocking one of page 1: got %v, want the 3 lockouts page 1 did not hold", rest)
 	}
 }
+
+// confShorterLadder: two actions share a lock key (one ledger) with
+// ladders of different lengths; a strike through the shorter ladder never
+// lowers the key's level nor ends its running lockout earlier.
+func confShorterLadder(t *testing.T, c *conf) {
+	long := c.escalation("ledger", 1, []time.Duration{time.Minute, time.Hour, 6 * time.Hour}, 24*time.Hour)
+	short := long
+	short.Failures = []FailureRule{long.Failures[0]}
+	short.Failures[0].Key = c.key("fail", "ledger-short")
+	short.Ladder = []time.Duration{time.Minute, 2 * time.Minute}
+	var top LockState
+	for level := 1; level <= 3; level++ {
+		res := c.fail(t, c.store(level), long)
+		if len(res.Struck) != 1 || res.Struck[0].Level != level {
+			t.Fatalf("strike %d on the long ladder: %+v", level, res.Struck)
+		}
+		top = res.Struck[0]
+	}
+	res := c.fail(t, c.a, short)
+	if len(res.Struck) != 1 {
+		t.Fatalf("strike on the short ladder: %+v, want one strike", res.Struck)
+	}
+	if got := res.Struck[0]; got.Level != 3 || got.Until.Before(top.Until) {
+		t.Errorf("strike on the short ladder after level 3 until %v: got level %d until %v; want level 3, until no earlier", top.Until, got.Level, got.Until)
+	}
+	if res.Locked == nil || res.Locked.Level != 3 || res.Locked.Until.Before(top.Until) {
+		t.Errorf("report's lock %+v; want level 3 until no earlier than %v", res.Locked, top.Until)
+	}
+}

@@ -62,6 +62,7 @@ func runConformance(t *testing.T, h storeHarness) {
 		{"ConcurrentStrictness", false, confConcurrentStrictness},
 		{"Nonce", false, confNonce},
 		{"StrikeAndLadder", false, confStrikeLadder},
+		{"ShorterLadderOnLedger", false, confShorterLadder},
 		{"Decay", false, confDecay},
 		{"DecayExact", true, confDecayExact},
 		{"CheckWhileLocked", false, confCheckWhileLocked},

@@ -194,20 +194,23 @@ func (s *MemoryStore) failOne(esc *Escalation, f *FailureRule, now int64) (int64
 	return 0, &st
 }
 
-// strike raises f's lock by one level and restarts its lockout at now.
+// strike raises f's lock by one level and restarts its lockout at now. On
+// a ledger whose actions have ladders of different lengths, a strike
+// through the shorter one never lowers the level nor ends a running
+// lockout earlier: its step is its ladder's last, the lock the later.
 func (s *MemoryStore) strike(esc *Escalation, f *FailureRule, now int64) LockState {
 	decay := memMs(esc.Decay)
 	rec := s.lockRecord(f.LockKey, now)
-	level := 0
+	level, running := 0, int64(0)
 	if rec != nil && now-rec.lastStrike < decay {
-		level = rec.level
+		level, running = rec.level, rec.until
 	}
 	if rec == nil {
 		rec = &memLock{}
 		s.shard(f.LockKey).locks[f.LockKey] = rec
 	}
-	level = min(level+1, len(esc.Ladder))
-	until := now + memMs(esc.Ladder[level-1])
+	level = max(min(level+1, len(esc.Ladder)), level)
+	until := max(now+memMs(esc.Ladder[min(level, len(esc.Ladder))-1]), running)
 	*rec = memLock{
 		level:      level,
 		since:      now,

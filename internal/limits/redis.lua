@@ -352,14 +352,17 @@ local function slow()
     cache[at] = esc
   end
 
-  -- strike raises failure rule i's lock by one level and restarts it.
+  -- strike raises failure rule i's lock by one level and restarts it. On
+  -- a ledger whose actions have ladders of different lengths, a strike
+  -- through the shorter one never lowers the level nor ends a running
+  -- lockout earlier (as MemoryStore.strike).
   local function strike(i, f)
     local r = readLock(f.lock)
-    local level, last = 0, nil
-    if r then level, last = r[1], r[4] end
-    if last == nil or now - last >= esc.decay then level = 0 end
-    level = min(level + 1, #esc.ladder)
-    local untilMs = now + esc.ladder[level]
+    local level, last, running = 0, nil, 0
+    if r then level, last, running = r[1], r[4], r[3] end
+    if last == nil or now - last >= esc.decay then level, running = 0, 0 end
+    level = max(min(level + 1, #esc.ladder), level)
+    local untilMs = max(now + esc.ladder[min(level, #esc.ladder)], running)
     local rec = level .. '|' .. now .. '|' .. untilMs .. '|' .. now .. '|' .. f.info
     redis.call('SET', f.lock, rec, 'PX', max(max(untilMs, now + esc.decay) - now, 1))
     raw[f.lock] = rec
