@@ -160,7 +160,10 @@ func bucketAt(t int64, tokens float64, last int64, limit int, w int64) float64 {
 		// key's limit may have been lowered since the last spend.
 		return min(float64(limit), tokens)
 	}
-	return min(float64(limit), tokens+float64(el*int64(limit))/float64(w))
+	// In floating point, as the Lua library (one rounding of the product,
+	// the same result), so a limit of 1e9 over a long window cannot
+	// overflow int64.
+	return min(float64(limit), tokens+float64(el)*float64(limit)/float64(w))
 }
 
 // bucketResult answers a bucket rule whose stored state is tokens at last.

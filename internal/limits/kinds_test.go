@@ -64,6 +64,12 @@ func TestBucketAt(t *testing.T) {
 			}
 		})
 	}
+	// The largest limit over a 200-day window: half a window refills
+	// half the bucket, with no int64 overflow of elapsed × limit.
+	const day = 24 * 60 * 60 * 1000
+	if got := bucketAt(1+100*day, 0, 1, 1_000_000_000, 200*day); got != 500_000_000 {
+		t.Errorf("bucketAt, limit 1e9 over 200 days, half a window = %v, want 5e8", got)
+	}
 }
 
 func TestDistinctResult(t *testing.T) {
