@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/guardhq/guard/internal/abuse"
@@ -35,6 +36,11 @@ type app struct {
 	audit    audit.Store
 	recorder *audit.Writer
 	pg       *audit.PGStore // nil without a database
+	// pgPingFailed is the last health poll's ping of the audit database
+	// (pollHealth, every 2 s): /readyz answers from it rather than pinging
+	// on every request, which would take a second per probe while
+	// Postgres hangs.
+	pgPingFailed atomic.Bool
 	guard    *abuse.Guard   // the first runtime's; reloads replace the reloader's
 	handler  http.Handler
 	reloader *reload.Reloader
@@ -264,19 +270,18 @@ func (a *app) pollHealth(ctx context.Context) {
 	a.metrics.SetAuditBacklog(st.Queued + st.SpoolEvents)
 	a.metrics.SetSpoolBytes(st.SpoolBytes)
 	if a.pg != nil {
-		a.metrics.SetPostgresUp(a.postgresUp(ctx))
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		a.pgPingFailed.Store(a.audit.Ping(pctx) != nil)
+		cancel()
+		a.metrics.SetPostgresUp(a.postgresUp())
 	}
 }
 
 // postgresUp reports whether the audit database takes writes: the writer
-// has not seen it fail and it answers a ping within a second.
-func (a *app) postgresUp(ctx context.Context) bool {
-	if !a.recorder.PostgresUp() {
-		return false
-	}
-	pctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	return a.audit.Ping(pctx) == nil
+// has not seen it fail and it answered the last health poll's ping (within
+// a second).
+func (a *app) postgresUp() bool {
+	return a.recorder.PostgresUp() && !a.pgPingFailed.Load()
 }
 
 // readiness answers /readyz: Guard can always decide (the fallback limiter
@@ -287,7 +292,7 @@ func (a *app) readiness(ctx context.Context) api.Readiness {
 	if a.failover != nil && a.failover.Degraded() {
 		r.Mode, r.Redis = "degraded", "down"
 	}
-	if a.pg != nil && !a.postgresUp(ctx) {
+	if a.pg != nil && !a.postgresUp() {
 		r.Postgres = "down"
 	}
 	return r

@@ -160,3 +160,66 @@ func sizeOf(fi os.FileInfo) int64 {
 	}
 	return fi.Size()
 }
+
+// TestReadyzFastWhilePostgresHangs: a database that accepts connections and
+// never answers (a hung Postgres) makes every ping wait out its timeout;
+// /readyz answers from the last health poll instead, at once, so a
+// readiness probe with a 1 s timeout does not fail while Guard decides.
+func TestReadyzFastWhilePostgresHangs(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // never read, never answered
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	hungURL := "postgres://postgres@" + ln.Addr().String() + "/guard?sslmode=disable&connect_timeout=1"
+	g := startGuard(t, e2eConfig(t.TempDir()), map[string]string{"GUARD_DATABASE_URL": hungURL})
+	client := sdk.New(g.base, checkKey, sdk.WithTimeout(10*time.Second))
+	ctx := context.Background()
+	var slowest time.Duration
+	var ready *sdk.Readiness
+	deadline := time.Now().Add(10 * time.Second)
+	for ready == nil || ready.Postgres != "down" {
+		if time.Now().After(deadline) {
+			t.Fatalf("readyz = %+v after 10 s, want postgres down", ready)
+		}
+		start := time.Now()
+		if ready, err = client.Ready(ctx); err != nil {
+			t.Fatalf("readyz: %v", err)
+		}
+		slowest = max(slowest, time.Since(start))
+		time.Sleep(50 * time.Millisecond)
+	}
+	for range 5 {
+		start := time.Now()
+		if _, err := client.Ready(ctx); err != nil {
+			t.Fatalf("readyz: %v", err)
+		}
+		slowest = max(slowest, time.Since(start))
+	}
+	if ready.Mode != "normal" {
+		t.Errorf("readyz mode = %q, want normal (Postgres is not on the decision path)", ready.Mode)
+	}
+	if slowest >= 900*time.Millisecond {
+		t.Errorf("slowest /readyz while Postgres hangs: %v, want an answer from the last poll, well under the 1 s ping timeout", slowest)
+	}
+}
