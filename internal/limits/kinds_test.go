@@ -64,11 +64,11 @@ func TestBucketAt(t *testing.T) {
 			}
 		})
 	}
-	// The largest limit over a 200-day window: half a window refills
-	// half the bucket, with no int64 overflow of elapsed × limit.
+	// The largest limit over a 300-day window: half a window (150 days,
+	// 1.3e10 ms; × 1e9 is past int64's 9.2e18) refills half the bucket.
 	const day = 24 * 60 * 60 * 1000
-	if got := bucketAt(1+100*day, 0, 1, 1_000_000_000, 200*day); got != 500_000_000 {
-		t.Errorf("bucketAt, limit 1e9 over 200 days, half a window = %v, want 5e8", got)
+	if got := bucketAt(1+150*day, 0, 1, 1_000_000_000, 300*day); got != 500_000_000 {
+		t.Errorf("bucketAt, limit 1e9 over 300 days, half a window = %v, want 5e8", got)
 	}
 }
 
