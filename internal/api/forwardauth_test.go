@@ -165,6 +165,9 @@ func TestForwardAuth(t *testing.T) {
 		if w := call(h, "PROPFIND", "/v1/forward-auth?action=login", "", ""); w.Code != http.StatusUnauthorized {
 			t.Errorf("PROPFIND without a key: %d, want 401", w.Code)
 		}
+		if w := call(h, "PROPFIND", "/v1/forward-auth?action=login", keyCheck, ""); w.Code != http.StatusNoContent || w.Header().Get("Allow") != "" {
+			t.Errorf("PROPFIND: %d, Allow %q; want 204 without the Allow of a 405", w.Code, w.Header().Get("Allow"))
+		}
 		if w := call(h, "PROPFIND", "/v1/check", keyCheck, ""); w.Code != http.StatusMethodNotAllowed {
 			t.Errorf("PROPFIND /v1/check: %d, want 405", w.Code)
 		}

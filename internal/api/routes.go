@@ -23,6 +23,8 @@ func (s *server) routes() *gin.Engine {
 			writeError(c, errMethodNotAllowed)
 			return
 		}
+		// gin has set Allow for a 405 already: not one.
+		c.Writer.Header().Del("Allow")
 		if check(c); !c.IsAborted() {
 			s.handleForwardAuth(c)
 		}
