@@ -123,9 +123,18 @@ func (g *Guard) Check(ctx context.Context, in CheckInput) (Decision, error) {
 			break
 		}
 		r := rules[i]
+		reset := rr.Reset
+		if !rr.Allowed && (r.Algorithm == AlgCounter || r.Algorithm == AlgBucket) {
+			// A counter's reset is when its counts weigh nothing, a
+			// bucket's when it is full: long after the attempt fits. A rule
+			// that denies answers when it admits the attempt, so that
+			// Retry-After (its exact retry_after_ms rounded up) is never
+			// earlier than its t (API.md asks both).
+			reset = rr.RetryAfter
+		}
 		d.Limits = append(d.Limits, LimitState{
 			Rule: r.Name, Dimension: r.Dimension, Limit: r.Limit, Window: r.Window,
-			Remaining: rr.Remaining, Reset: rr.Reset, Shadow: r.Shadow || a.shadow,
+			Remaining: rr.Remaining, Reset: reset, Shadow: r.Shadow || a.shadow,
 			Algorithm: r.Algorithm, Distinct: r.Distinct,
 		})
 	}

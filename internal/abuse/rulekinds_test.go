@@ -141,3 +141,29 @@ func TestDefaultPolicyStrikesSprayingIP(t *testing.T) {
 		wantDecision(t, d, false, ReasonLockedOut)
 	})
 }
+
+// TestCounterAndBucketResetOnDenial: a counter or bucket that denies
+// answers as its reset when it admits the attempt (its retry), so that
+// Retry-After, retry_after_ms rounded up, is never earlier than its t; an
+// admitting one answers its own reset (counts forgotten, bucket full).
+func TestCounterAndBucketResetOnDenial(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		g, _ := newGuard(t, b, Policy{Actions: map[string]Action{
+			"c": {Limits: []Rule{{Dimension: DimIP, Algorithm: AlgCounter, Limit: 2, Window: 10 * time.Second}}},
+			"b": {Limits: []Rule{{Dimension: DimIP, Algorithm: AlgBucket, Limit: 2, Window: 10 * time.Second}}},
+		}})
+		for _, action := range []string{"c", "b"} {
+			in := CheckInput{Action: action, Subject: subj("", "198.51.100.77", "")}
+			first := mustCheck(t, g, in)
+			mustCheck(t, g, in)
+			d := mustCheck(t, g, in)
+			wantDecision(t, d, false, ReasonRateLimited)
+			if l := d.Limits[0]; l.Reset != d.RetryAfter || d.RetryAfter <= 0 {
+				t.Errorf("%s denial: reset %v, retry after %v; want the rule's reset to be its retry", action, l.Reset, d.RetryAfter)
+			}
+			if l := first.Limits[0]; l.Reset <= 0 {
+				t.Errorf("%s allowed: reset %v; want its own (positive) reset", action, l.Reset)
+			}
+		}
+	})
+}

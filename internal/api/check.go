@@ -181,13 +181,10 @@ func setDecisionHeaders(h http.Header, d abuse.Decision, cost int) {
 }
 
 // retryAfter is the Retry-After of a decision in whole seconds, rounded
-// up: on rate-limit and lockout denials retry_after_ms rounded up, never
-// earlier than the t of any enforced log rule the attempt does not fit in,
-// and at least 1; exactly 1 on a store_unavailable denial; none on allowed
-// or denylisted answers, which no waiting changes. A counter's or a
-// bucket's t is when it has forgotten every attempt (its counts weigh
-// nothing, it is full again), long after the attempt fits; their exact
-// retry is in retry_after_ms already.
+// up: on rate-limit and lockout denials never earlier than the t of any
+// enforced rule the attempt does not fit in, and at least 1; exactly 1 on
+// a store_unavailable denial; none on allowed or denylisted answers,
+// which no waiting changes.
 func retryAfter(d abuse.Decision, limits []abuse.LimitState, cost int) (int64, bool) {
 	if d.Allowed {
 		return 0, false
@@ -201,7 +198,7 @@ func retryAfter(d abuse.Decision, limits []abuse.LimitState, cost int) (int64, b
 	}
 	secs := ceilSeconds(d.RetryAfter)
 	for _, l := range limits {
-		if !l.Shadow && l.Remaining < cost && l.Algorithm != abuse.AlgCounter && l.Algorithm != abuse.AlgBucket {
+		if !l.Shadow && l.Remaining < cost {
 			secs = max(secs, ceilSeconds(l.Reset))
 		}
 	}

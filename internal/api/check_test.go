@@ -137,20 +137,6 @@ func TestDecisionHeaders(t *testing.T) {
 			wantRetryAfter: "7",
 		},
 		{
-			// A counter's t is when its counts weigh nothing, a bucket's
-			// when it is full again: long after the attempt fits, which
-			// retry_after_ms says exactly.
-			name: "counter and bucket: Retry-After is retry_after_ms rounded up, not their t",
-			d: abuse.Decision{Reason: abuse.ReasonRateLimited, RetryAfter: 1132 * time.Millisecond,
-				Limits: []abuse.LimitState{
-					{Rule: "c", Limit: 10, Window: 10 * time.Second, Remaining: 0, Reset: 10132 * time.Millisecond, Algorithm: abuse.AlgCounter},
-					{Rule: "b", Limit: 10, Window: 10 * time.Second, Remaining: 0, Reset: 9998 * time.Millisecond, Algorithm: abuse.AlgBucket},
-				}},
-			wantPolicy:     `"c";q=10;w=10, "b";q=10;w=10`,
-			wantRateLimit:  `"c";r=0;t=11, "b";r=0;t=10`,
-			wantRetryAfter: "2",
-		},
-		{
 			name:           "lockout rounds up",
 			d:              abuse.Decision{Reason: abuse.ReasonLockedOut, RetryAfter: 60001 * time.Millisecond},
 			wantRetryAfter: "61",
