@@ -600,4 +600,12 @@ func confShorterLadder(t *testing.T, c *conf) {
 	if res.Locked == nil || res.Locked.Level != 3 || res.Locked.Until.Before(top.Until) {
 		t.Errorf("report's lock %+v; want level 3 until no earlier than %v", res.Locked, top.Until)
 	}
+	// Below its ladder's top a strike restarts the lockout at its step,
+	// even one shorter than the running lockout (a decreasing ladder).
+	down := c.escalation("ledger-down", 1, []time.Duration{time.Hour, time.Minute}, 24*time.Hour)
+	c.fail(t, c.a, down)
+	res = c.fail(t, c.b, down)
+	if len(res.Struck) != 1 || res.Struck[0].Level != 2 || !res.Struck[0].Until.Equal(res.Struck[0].Since.Add(time.Minute)) {
+		t.Errorf("second strike of a decreasing ladder: %+v; want level 2 for 1m from the strike", res.Struck)
+	}
 }

@@ -194,10 +194,11 @@ func (s *MemoryStore) failOne(esc *Escalation, f *FailureRule, now int64) (int64
 	return 0, &st
 }
 
-// strike raises f's lock by one level and restarts its lockout at now. On
-// a ledger whose actions have ladders of different lengths, a strike
-// through the shorter one never lowers the level nor ends a running
-// lockout earlier: its step is its ladder's last, the lock the later.
+// strike raises f's lock by one level and restarts its lockout at now. A
+// strike at or past its ladder's top (on a ledger whose actions have
+// ladders of different lengths, through the shorter one) never lowers the
+// level nor ends a running lockout earlier: its step is its ladder's last,
+// the lock the later.
 func (s *MemoryStore) strike(esc *Escalation, f *FailureRule, now int64) LockState {
 	decay := memMs(esc.Decay)
 	rec := s.lockRecord(f.LockKey, now)
@@ -209,8 +210,12 @@ func (s *MemoryStore) strike(esc *Escalation, f *FailureRule, now int64) LockSta
 		rec = &memLock{}
 		s.shard(f.LockKey).locks[f.LockKey] = rec
 	}
+	capped := level >= len(esc.Ladder)
 	level = max(min(level+1, len(esc.Ladder)), level)
-	until := max(now+memMs(esc.Ladder[min(level, len(esc.Ladder))-1]), running)
+	until := now + memMs(esc.Ladder[min(level, len(esc.Ladder))-1])
+	if capped {
+		until = max(until, running)
+	}
 	*rec = memLock{
 		level:      level,
 		since:      now,

@@ -352,17 +352,19 @@ local function slow()
     cache[at] = esc
   end
 
-  -- strike raises failure rule i's lock by one level and restarts it. On
-  -- a ledger whose actions have ladders of different lengths, a strike
-  -- through the shorter one never lowers the level nor ends a running
-  -- lockout earlier (as MemoryStore.strike).
+  -- strike raises failure rule i's lock by one level and restarts it. A
+  -- strike at or past its ladder's top (on a ledger whose actions have
+  -- ladders of different lengths, through the shorter one) never lowers
+  -- the level nor ends a running lockout earlier (as MemoryStore.strike).
   local function strike(i, f)
     local r = readLock(f.lock)
     local level, last, running = 0, nil, 0
     if r then level, last, running = r[1], r[4], r[3] end
     if last == nil or now - last >= esc.decay then level, running = 0, 0 end
+    local capped = level >= #esc.ladder
     level = max(min(level + 1, #esc.ladder), level)
-    local untilMs = max(now + esc.ladder[min(level, #esc.ladder)], running)
+    local untilMs = now + esc.ladder[min(level, #esc.ladder)]
+    if capped and running > untilMs then untilMs = running end
     local rec = level .. '|' .. now .. '|' .. untilMs .. '|' .. now .. '|' .. f.info
     redis.call('SET', f.lock, rec, 'PX', max(max(untilMs, now + esc.decay) - now, 1))
     raw[f.lock] = rec
