@@ -262,15 +262,24 @@ func TestLockoutCursorAcrossOutage(t *testing.T) {
 	f := limits.NewFailover(nil, limits.FailoverConfig{}, primary, fallback, limits.FailoverEvents{})
 	t.Cleanup(func() { f.Close() })
 	g, _ := newGuard(t, &backend{name: "failover", store: f, prefix: DefaultKeyPrefix}, authPolicy(50))
-	for _, user := range []string{"alice", "bob"} {
-		for range 3 {
-			mustReport(t, g, failure("login", user, "2001:db8::7", ""))
+	for _, ip := range []string{"2001:db8::7", "2001:db8:1::7"} {
+		for _, user := range []string{"alice", "bob"} {
+			for range 3 {
+				mustReport(t, g, failure("login", user, ip, ""))
+			}
 		}
 	}
 	ctx := context.Background()
 	page, err := g.Lockouts(ctx, LockoutFilter{Limit: 1})
 	if err != nil || len(page.Lockouts) != 1 || page.Next == "" {
 		t.Fatalf("first page on Redis: %+v, %v; want one lockout and a cursor", page, err)
+	}
+	// A filtered listing reads the identity's lockout index on either
+	// store; its cursor too is of one store's listing.
+	byUser := LockoutFilter{Subject: subj("alice", "", ""), Limit: 1}
+	userPage, err := g.Lockouts(ctx, byUser)
+	if err != nil || len(userPage.Lockouts) != 1 || userPage.Next == "" {
+		t.Fatalf("alice's first page on Redis: %+v, %v; want one lockout and a cursor", userPage, err)
 	}
 
 	srv.Kill()
@@ -280,9 +289,12 @@ func TestLockoutCursorAcrossOutage(t *testing.T) {
 		}
 		mustCheck(t, g, CheckInput{Action: "login", Subject: subj("carol", "198.51.100.1", "")})
 	}
-	_, err = g.Lockouts(ctx, LockoutFilter{Limit: 1, Cursor: page.Next})
-	var ie *InputError
-	if !errors.As(err, &ie) || ie.Field != "cursor" || !strings.Contains(ie.Message, "list again") {
-		t.Errorf("Redis's cursor on the fallback's listing: %v; want an InputError on cursor saying to list again", err)
+	byUser.Cursor = userPage.Next
+	for _, f := range []LockoutFilter{{Limit: 1, Cursor: page.Next}, byUser} {
+		_, err = g.Lockouts(ctx, f)
+		var ie *InputError
+		if !errors.As(err, &ie) || ie.Field != "cursor" || !strings.Contains(ie.Message, "list again") {
+			t.Errorf("Redis's cursor on the fallback's listing (%+v): %v; want an InputError on cursor saying to list again", f.Subject, err)
+		}
 	}
 }

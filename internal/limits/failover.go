@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -269,20 +270,39 @@ func (f *FailoverStore) Unlock(ctx context.Context, req *UnlockRequest) (bool, e
 // rather than the decision budget; it neither moves the breaker nor, while
 // the breaker is closed, falls back: a failed listing is an error. While
 // the breaker is open (Redis known to be down) it lists this instance's
-// fallback lockouts.
+// fallback lockouts. Its cursors say which store issued them ("p" or "f"
+// first): a cursor of the other listing, the breaker having changed
+// between two pages, is ErrBadCursor whatever the filter.
 func (f *FailoverStore) Lockouts(ctx context.Context, q *LockQuery) (LockPage, error) {
-	if f.Degraded() {
-		page, err := f.fallback.Lockouts(context.WithoutCancel(ctx), q)
-		if err != nil {
+	degraded := f.Degraded()
+	mark := "p"
+	if degraded {
+		mark = "f"
+	}
+	if q.Cursor != "" {
+		rest, ok := strings.CutPrefix(q.Cursor, mark)
+		if !ok {
+			return LockPage{}, fmt.Errorf("lockouts: cursor of the other store's listing: %w", ErrBadCursor)
+		}
+		inner := *q
+		inner.Cursor = rest
+		q = &inner
+	}
+	var page LockPage
+	var err error
+	if degraded {
+		if page, err = f.fallback.Lockouts(context.WithoutCancel(ctx), q); err != nil {
 			return LockPage{}, fmt.Errorf("fallback lockouts: %w", err)
 		}
-		return page, nil
+	} else {
+		pctx, cancel := context.WithTimeout(ctx, f.cfg.AdminTimeout)
+		defer cancel()
+		if page, err = f.primary.Lockouts(pctx, q); err != nil {
+			return LockPage{}, fmt.Errorf("lockouts: %w", err)
+		}
 	}
-	pctx, cancel := context.WithTimeout(ctx, f.cfg.AdminTimeout)
-	defer cancel()
-	page, err := f.primary.Lockouts(pctx, q)
-	if err != nil {
-		return LockPage{}, fmt.Errorf("lockouts: %w", err)
+	if page.Next != "" {
+		page.Next = mark + page.Next
 	}
 	return page, nil
 }
