@@ -277,11 +277,8 @@ func (d *decoder) fill(cfg *Config, f *file) {
 		d.errorAt("redis_url", "redis_url and redis.cluster or redis.sentinel: give one Redis deployment, not both")
 	}
 	// redis.username, password and tls apply to a redis_url too
-	// (limits.NewRedisClient); a URL that carries other credentials is an
-	// error there.
-	if hasRedisURL && strings.HasPrefix(f.RedisURL, "unix:") && f.Redis.TLS {
-		d.errorAt("redis.tls", "redis.tls: a unix socket (redis_url unix://) has no TLS")
-	}
+	// (limits.NewRedisClient); what contradicts the URL is refused once the
+	// environment's URL is known (applyEnv).
 	cfg.DatabaseURL = f.DatabaseURL
 	if d.has("database_url") && f.DatabaseURL != "" {
 		if err := checkURL(f.DatabaseURL, "postgres", "postgresql"); err != nil {
@@ -394,6 +391,18 @@ func (d *decoder) applyEnv(cfg *Config, env Env) {
 		}
 		if len(cfg.Redis.Cluster) > 0 || cfg.Redis.Sentinel != nil {
 			envErr(EnvRedisURL, errors.New("set together with redis.cluster or redis.sentinel in the file: give one Redis deployment, not both"))
+		}
+	}
+	// redis.username, password and tls apply to the URL's Redis too: what
+	// contradicts it (other credentials, TLS over a unix socket) is refused
+	// here as serve would refuse it.
+	if checkURL(cfg.Redis.URL, "redis", "rediss", "unix") != nil {
+		// reported already (file or environment); nothing more to say
+	} else if err := cfg.Redis.CheckURL(); err != nil {
+		if env.Get(EnvRedisURL) != "" {
+			envErr(EnvRedisURL, err)
+		} else {
+			d.errorAt("redis_url", "redis_url: %v", err)
 		}
 	}
 	// redis.username, password and tls apply to whichever Redis is

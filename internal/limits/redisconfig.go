@@ -143,6 +143,21 @@ func NewRedisClient(cfg RedisConfig, budget time.Duration) (redis.UniversalClien
 	return nil, errors.New("redis: nothing configured")
 }
 
+// CheckURL reports what NewRedisClient would refuse in cfg's URL: one it
+// cannot parse, or credentials and TLS that contradict the URL (see
+// urlCredentials). nil without a URL. Config validation calls it, so that
+// a config check refuses what serve would.
+func (c RedisConfig) CheckURL() error {
+	if c.URL == "" {
+		return nil
+	}
+	o, err := redis.ParseURL(c.URL)
+	if err != nil {
+		return fmt.Errorf("redis url: %s", redactIn(err.Error(), c.URL))
+	}
+	return urlCredentials(o, c)
+}
+
 // urlCredentials adds cfg's Username, Password and TLS to the options of
 // its URL: a value the URL lacks is taken, one it has must be the same
 // (given twice and different, which one was meant is unknown).
