@@ -355,21 +355,39 @@ func (s *RedisStore) Prepare(ctx context.Context) error {
 	return nil
 }
 
-// Ping reports whether Redis answers (on Cluster: every master); a failure
-// matches ErrUnavailable.
+// pingArgs are a check without rules, locks or keys: the function reads
+// TIME and answers (redis.lua's header, every count 0; cost 1, no flags).
+var pingArgs = []any{"check 0 0 0 0 0 0 0 0 0", "1", ""}
+
+// Ping reports whether Redis can decide (on Cluster: every master): it
+// calls the function library with an empty check rather than PING, so it
+// needs what a decision needs (the library, which it loads again when a
+// restart or FUNCTION FLUSH took it; an ACL that lets FCALL through;
+// credentials Redis takes) and a probe never reports up a Redis that
+// refuses every decision. A failure matches ErrUnavailable.
 func (s *RedisStore) Ping(ctx context.Context) error {
 	var err error
 	if c, ok := s.client.(*redis.ClusterClient); ok {
 		err = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-			return m.Ping(ctx).Err()
+			return s.pingOne(ctx, m)
 		})
 	} else {
-		err = s.client.Ping(ctx).Err()
+		err = s.pingOne(ctx, s.client)
 	}
 	if err != nil {
 		return redisError("ping redis", err)
 	}
 	return nil
+}
+
+func (s *RedisStore) pingOne(ctx context.Context, c redis.Cmdable) error {
+	err := c.FCall(ctx, s.fn.name, nil, pingArgs...).Err()
+	if functionMissing(err) {
+		if err = s.fn.reload(ctx, s.client); err == nil {
+			err = c.FCall(ctx, s.fn.name, nil, pingArgs...).Err()
+		}
+	}
+	return err
 }
 
 // Close stops the batcher and closes the client the store was built with.

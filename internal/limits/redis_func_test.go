@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/guardhq/guard/internal/testenv"
 )
 
@@ -132,6 +134,11 @@ func TestRedisRefusedCredentialsAreUnavailable(t *testing.T) {
 	if err == nil || !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "NOPERM") {
 		t.Errorf("check without permission for FCALL: got %v, want a NOPERM error matching ErrUnavailable", err)
 	}
+	// The breaker's probe needs what a decision needs: PING still works
+	// here, a probe must not report this Redis up.
+	if err := s.Ping(ctx); err == nil || !errors.Is(err, ErrUnavailable) {
+		t.Errorf("probe without permission for FCALL: got %v, want an error matching ErrUnavailable", err)
+	}
 
 	// WRONGPASS: the password is rotated and the connections are dropped,
 	// so the client's next connection fails to authenticate.
@@ -144,5 +151,26 @@ func TestRedisRefusedCredentialsAreUnavailable(t *testing.T) {
 	_, err = s.Check(ctx, &CheckRequest{Rules: rule, Cost: 1})
 	if err == nil || !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "WRONGPASS") {
 		t.Errorf("check with a rotated password: got %v, want a WRONGPASS error matching ErrUnavailable", err)
+	}
+}
+
+// TestRedisPingReloadsLibrary: the probe calls the library, and after a
+// FUNCTION FLUSH (a restart, a failover to a node without it) loads it
+// again rather than reporting Redis down for good.
+func TestRedisPingReloadsLibrary(t *testing.T) {
+	srv := testenv.PrivateRedis(t)
+	s, c, _ := newRedisTestStore(t, srv.URL(), privateRedisPrefix)
+	ctx := context.Background()
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+	if err := c.FunctionFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("probe after FUNCTION FLUSH: %v, want the library loaded again", err)
+	}
+	if n, err := c.FunctionList(ctx, redis.FunctionListQuery{}).Result(); err != nil || len(n) != 1 {
+		t.Errorf("libraries after the probe: %v, %v; want Guard's", n, err)
 	}
 }
