@@ -196,7 +196,7 @@ func TestLockoutsPage(t *testing.T) {
 // answer the manual lockout's end at the key's new level.
 func TestManualLockStrikeDuring(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
-		g, _ := newGuard(t, b, authPolicy(50))
+		g, rec := newGuard(t, b, authPolicy(50))
 		ctx := context.Background()
 		ip := "2001:db8::9"
 		got, err := g.Lock(ctx, LockInput{Dimension: DimUserIP, Subject: subj("erin", ip, ""), Duration: time.Hour, Ledger: "auth"})
@@ -210,6 +210,9 @@ func TestManualLockStrikeDuring(t *testing.T) {
 		}
 		if out.Lockout == nil || out.Lockout.Level != 1 || !out.Lockout.Until.Equal(end) {
 			t.Errorf("striking report: lockout %+v; want level 1 until the manual end %v", out.Lockout, end)
+		}
+		if e := rec.last(t); e.LockoutUntil == nil || !e.LockoutUntil.Equal(end) {
+			t.Errorf("striking report's audit event: lockout_until %v; want the manual end %v", e.LockoutUntil, end)
 		}
 		d := mustCheck(t, g, CheckInput{Action: "login", Subject: subj("erin", ip, "")})
 		if d.Allowed || d.Reason != ReasonLockedOut || d.Lockout == nil || d.Lockout.Level != 1 || !d.Lockout.Until.Equal(end) {

@@ -40,16 +40,25 @@ func (g *Guard) notifyStrikes(a *compiledAction, id *identity, struck []limits.L
 			g.log.Warn("no lockout notification for a lock of unknown dimension", "key", st.Key)
 			continue
 		}
-		// A strike during a manual lockout of the same key: the key stays
-		// locked until the later of the two ends, which the answer's lock
-		// (the one ending last) has when it is that manual lockout.
-		until := st.Until
-		if led := g.ledgers[info.Ledger]; led != nil && locked != nil && locked.Until.After(until) &&
-			locked.Key == g.keys.key(led.manualKind[d], id, d) {
-			until = locked.Until
-		}
-		g.notify(sdk.NotificationLockout, at, info.Ledger, d, id, st.Level, until, reason)
+		g.notify(sdk.NotificationLockout, at, info.Ledger, d, id, st.Level, g.struckUntil(st, locked, id), reason)
 	}
+}
+
+// struckUntil is when the key a strike locked is free again: the strike's
+// end or, when the strike came during a manual lockout of the same key,
+// the later of the two, which locked (the answer's lock, the one ending
+// last) has when it is that manual lockout.
+func (g *Guard) struckUntil(st, locked *limits.LockState, id *identity) time.Time {
+	if locked == nil || !locked.Until.After(st.Until) {
+		return st.Until
+	}
+	info := g.lockoutInfo(st)
+	d, ok := parseDim(info.Dimension)
+	led := g.ledgers[info.Ledger]
+	if ok && led != nil && locked.Key == g.keys.key(led.manualKind[d], id, d) {
+		return locked.Until
+	}
+	return st.Until
 }
 
 // lockedLedgers names, for an unlock of every ledger, the ledgers in which

@@ -98,7 +98,8 @@ func (g *Guard) Report(ctx context.Context, in ReportInput) (ReportOutcome, erro
 	if len(res.Struck) > 0 {
 		g.strikes.remember(res.Struck, &id)
 		g.notifyStrikes(a, &id, res.Struck, res.Locked, e.At)
-		e.LockoutUntil = ptr(latest(res.Struck, nil).Until.UTC())
+		last := latest(res.Struck, nil)
+		e.LockoutUntil = ptr(g.struckUntil(last, res.Locked, &id).UTC())
 	}
 	g.auditIdentifiers(&e, &id)
 	g.rec.Record(e)
