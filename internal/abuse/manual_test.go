@@ -220,3 +220,27 @@ func TestManualLockStrikeDuring(t *testing.T) {
 		}
 	})
 }
+
+// TestManualLockTwoStrikesAudit: a report that strikes two keys, one of
+// them under a manual lockout that ends later, is audited with the latest
+// end of the keys it struck: the manual one.
+func TestManualLockTwoStrikesAudit(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		g, rec := newGuard(t, b, authPolicy(3))
+		ip := "2001:db8::12"
+		got, err := g.Lock(context.Background(), LockInput{Dimension: DimUser, Subject: subj("ivy", "", ""), Duration: time.Hour, Ledger: "auth"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out ReportOutcome
+		for range 3 { // both the user+ip and the user failure limits
+			out = mustReport(t, g, failure("login", "ivy", ip, ""))
+		}
+		if out.Lockout == nil || !out.Lockout.Until.Equal(got[0].Until) {
+			t.Fatalf("striking report: lockout %+v; want until the manual end %v", out.Lockout, got[0].Until)
+		}
+		if e := rec.last(t); e.LockoutUntil == nil || !e.LockoutUntil.Equal(got[0].Until) {
+			t.Errorf("audit lockout_until %v; want the manual end %v (the latest of the keys struck)", e.LockoutUntil, got[0].Until)
+		}
+	})
+}

@@ -98,8 +98,15 @@ func (g *Guard) Report(ctx context.Context, in ReportInput) (ReportOutcome, erro
 	if len(res.Struck) > 0 {
 		g.strikes.remember(res.Struck, &id)
 		g.notifyStrikes(a, &id, res.Struck, res.Locked, e.At)
-		last := latest(res.Struck, nil)
-		e.LockoutUntil = ptr(g.struckUntil(last, res.Locked, &id).UTC())
+		// The latest end among the keys struck, each the later of its
+		// strike and a manual lockout of the same key.
+		var until time.Time
+		for i := range res.Struck {
+			if u := g.struckUntil(&res.Struck[i], res.Locked, &id); u.After(until) {
+				until = u
+			}
+		}
+		e.LockoutUntil = ptr(until.UTC())
 	}
 	g.auditIdentifiers(&e, &id)
 	g.rec.Record(e)

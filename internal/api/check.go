@@ -181,10 +181,14 @@ func setDecisionHeaders(h http.Header, d abuse.Decision, cost int) {
 }
 
 // retryAfter is the Retry-After of a decision in whole seconds, rounded
-// up: on rate-limit and lockout denials never earlier than the t of any
-// enforced rule the attempt does not fit in, and at least 1; exactly 1 on
-// a store_unavailable denial; none on allowed or denylisted answers,
-// which no waiting changes.
+// up: on rate-limit and lockout denials retry_after_ms rounded up, never
+// earlier than the t of any enforced log rule the attempt does not fit in,
+// and at least 1; exactly 1 on a store_unavailable denial; none on allowed
+// or denylisted answers, which no waiting changes. Counters and buckets
+// raise nothing: one that denies has its exact wait as its t already
+// (abuse), and one with no room that does not deny (a challenge the
+// caller passed) has as its t when it forgets every attempt, which can be
+// days after the attempt fits.
 func retryAfter(d abuse.Decision, limits []abuse.LimitState, cost int) (int64, bool) {
 	if d.Allowed {
 		return 0, false
@@ -198,7 +202,7 @@ func retryAfter(d abuse.Decision, limits []abuse.LimitState, cost int) (int64, b
 	}
 	secs := ceilSeconds(d.RetryAfter)
 	for _, l := range limits {
-		if !l.Shadow && l.Remaining < cost {
+		if !l.Shadow && l.Remaining < cost && l.Algorithm != abuse.AlgCounter && l.Algorithm != abuse.AlgBucket {
 			secs = max(secs, ceilSeconds(l.Reset))
 		}
 	}

@@ -137,6 +137,20 @@ func TestDecisionHeaders(t *testing.T) {
 			wantRetryAfter: "7",
 		},
 		{
+			// A counter with no room that does not deny (a challenge the
+			// caller passed): its t is when it forgets every attempt, days
+			// away; Retry-After is the denying log rule's.
+			name: "a counter or bucket raises no Retry-After",
+			d: abuse.Decision{Reason: abuse.ReasonRateLimited, RetryAfter: 10 * time.Second,
+				Limits: []abuse.LimitState{
+					{Rule: "ip", Limit: 3, Window: 10 * time.Second, Remaining: 0, Reset: 10 * time.Second, Algorithm: abuse.AlgLog},
+					{Rule: "user", Limit: 1, Window: 24 * time.Hour, Remaining: 0, Reset: 36 * time.Hour, Algorithm: abuse.AlgCounter},
+				}},
+			wantPolicy:     `"ip";q=3;w=10, "user";q=1;w=86400`,
+			wantRateLimit:  `"ip";r=0;t=10, "user";r=0;t=129600`,
+			wantRetryAfter: "10",
+		},
+		{
 			name:           "lockout rounds up",
 			d:              abuse.Decision{Reason: abuse.ReasonLockedOut, RetryAfter: 60001 * time.Millisecond},
 			wantRetryAfter: "61",

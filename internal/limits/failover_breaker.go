@@ -113,8 +113,8 @@ func (f *FailoverStore) probeLoop() {
 
 // probe pings the primary once within the budget. While closed, a failed
 // probe counts like a failed call (so an idle instance notices an outage)
-// and a good one changes nothing (a PING that works does not prove that
-// decisions do). While open, RecoverAfter good probes in a row close the
+// and a good one changes nothing (a probe that works does not prove that
+// every decision does). While open, RecoverAfter good probes in a row close the
 // breaker and any failure starts the count again.
 func (f *FailoverStore) probe() {
 	ctx, cancel := context.WithTimeout(f.stopped, f.cfg.Budget)

@@ -380,10 +380,12 @@ func (s *RedisStore) Ping(ctx context.Context) error {
 	return nil
 }
 
-func (s *RedisStore) pingOne(ctx context.Context, c redis.Cmdable) error {
+// pingOne probes one node (on Cluster, a master), loading the library
+// into that node alone when it is missing.
+func (s *RedisStore) pingOne(ctx context.Context, c redis.UniversalClient) error {
 	err := c.FCall(ctx, s.fn.name, nil, pingArgs...).Err()
 	if functionMissing(err) {
-		if err = s.fn.reload(ctx, s.client); err == nil {
+		if err = s.fn.load(ctx, c); err == nil {
 			err = c.FCall(ctx, s.fn.name, nil, pingArgs...).Err()
 		}
 	}
