@@ -25,8 +25,8 @@ type FailoverConfig struct {
 	// timeouts that open the breaker (default 3).
 	FailureThreshold int
 	// ProbeInterval is the pause between background probes of the primary
-	// (Store.Ping; on Redis an empty check through the function library)
-	// (default 500ms). While the breaker is closed a failing probe counts
+	// (Store.Ping; on Redis an empty check through the function library;
+	// default 500ms). While the breaker is closed a failing probe counts
 	// as a failure, so an idle instance still notices an outage; while it
 	// is open, probes decide when to return to the primary.
 	ProbeInterval time.Duration
