@@ -49,9 +49,9 @@ type FailoverConfig struct {
 type FailoverEvents struct {
 	// OnStateChange is called once per transition: up=false when the
 	// breaker opens (since is the moment it opened, cause the error that
-	// tripped it), up=true when it closes again (since is the first of the
-	// good probes in a row that closed it, when the primary answered
-	// again; cause nil).
+	// tripped it), up=true when it closes again (since is when the primary
+	// answered again at the earliest: one ProbeInterval before the first
+	// of the good probes in a row that closed it; cause nil).
 	OnStateChange func(up bool, since time.Time, cause error)
 	// OnBreakerState is called with every new breaker state.
 	OnBreakerState func(state BreakerState)

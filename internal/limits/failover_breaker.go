@@ -144,7 +144,13 @@ func (f *FailoverStore) probe() {
 	default:
 		f.goodProbes++
 		if f.goodProbes == 1 {
-			f.upSince = f.cfg.Now()
+			// The primary came back after the probe before this one
+			// failed: its earliest possible return, so an alert held
+			// "until up for 10 s" goes out at most 10 s after it returned.
+			f.upSince = f.cfg.Now().Add(-f.cfg.ProbeInterval)
+			if f.upSince.Before(f.openedAt) {
+				f.upSince = f.openedAt
+			}
 		}
 		if f.goodProbes < f.cfg.RecoverAfter {
 			if st == BreakerOpen {
