@@ -120,6 +120,9 @@ type Writer struct {
 	diskFull  bool        // a spool write failed for want of disk space; fullMu
 	downSince time.Time   // writer goroutine only
 	lastProbe time.Time   // writer goroutine only
+	// lastDownProbe is when the last probe that failed was sent: the store
+	// came back after it (writer goroutine only).
+	lastDownProbe time.Time
 	probe     chan error  // a ping in flight while the store is down; writer goroutine only
 	inflight  []*inflight // writes in flight, oldest first; writer goroutine only
 	free      [][]Event   // batch arrays to reuse; writer goroutine only
@@ -348,7 +351,18 @@ func (w *Writer) markUp() {
 	now := w.cfg.Now()
 	w.logger.Info("audit store reachable again", "down_for", now.Sub(w.downSince).String())
 	if w.hooks.OnStoreState != nil {
-		w.hooks.OnStoreState(true, now, nil)
+		// The earliest the store can have come back: after the last probe
+		// that failed (or the failure that marked it down), not when this
+		// write or probe found it, up to a RetryInterval later; an alert
+		// held "until up for 10 s" then goes out at most 10 s after it.
+		since := w.downSince
+		if w.lastDownProbe.After(since) {
+			since = w.lastDownProbe
+		}
+		if since.After(now) {
+			since = now
+		}
+		w.hooks.OnStoreState(true, since, nil)
 	}
 }
 

@@ -339,7 +339,11 @@ func (w *Writer) tick() {
 // to replay, the store is reported up at once.
 func (w *Writer) probed(err error) {
 	w.probe = nil
-	if err != nil || w.up.Load() {
+	if err != nil {
+		w.lastDownProbe = w.lastProbe // when this probe was sent
+		return
+	}
+	if w.up.Load() {
 		return
 	}
 	w.lastProbe = w.cfg.Now()

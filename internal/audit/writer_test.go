@@ -21,6 +21,7 @@ type flakyStore struct {
 	*MemoryStore
 	down    atomic.Bool
 	fails   atomic.Int64 // Insert calls refused while down
+	pings   atomic.Int64 // Ping calls refused while down
 	mu      sync.Mutex
 	batches []int
 	inserts map[string]int // successful inserts per id, duplicates included
@@ -48,6 +49,7 @@ func (s *flakyStore) Insert(ctx context.Context, events []Event) error {
 
 func (s *flakyStore) Ping(context.Context) error {
 	if s.down.Load() {
+		s.pings.Add(1)
 		return errOutage
 	}
 	return nil
@@ -141,9 +143,13 @@ func TestWriterSpoolsDuringOutage(t *testing.T) {
 	s := newFlakyStore()
 	var mu sync.Mutex
 	var states []bool
-	hooks := WriterHooks{OnStoreState: func(up bool, _ time.Time, _ error) {
+	var upSince time.Time
+	hooks := WriterHooks{OnStoreState: func(up bool, since time.Time, _ error) {
 		mu.Lock()
 		states = append(states, up)
+		if up {
+			upSince = since
+		}
 		mu.Unlock()
 	}}
 	dir := t.TempDir()
@@ -162,6 +168,8 @@ func TestWriterSpoolsDuringOutage(t *testing.T) {
 	if got := w.Backlog(); got != 150 {
 		t.Errorf("got backlog %d, want 150", got)
 	}
+	waitFor(t, "a failed probe", func() bool { return s.pings.Load() > 0 })
+	back := time.Now()
 	s.down.Store(false)
 	for _, e := range evs[150:] {
 		w.Record(e)
@@ -184,6 +192,12 @@ func TestWriterSpoolsDuringOutage(t *testing.T) {
 	defer mu.Unlock()
 	if want := []bool{false, true}; !slices.Equal(states, want) {
 		t.Errorf("got store states %v, want %v", states, want)
+	}
+	// Up since the earliest the store can have come back (the last failed
+	// probe), never after it did: an alert held 10 s from then goes out at
+	// most 10 s after the store returned.
+	if upSince.IsZero() || upSince.After(back) {
+		t.Errorf("up since %v, want no later than the store's return %v", upSince, back)
 	}
 }
 
