@@ -36,11 +36,6 @@ type app struct {
 	audit    audit.Store
 	recorder *audit.Writer
 	pg       *audit.PGStore // nil without a database
-	// pgPingFailed is the last health poll's ping of the audit database
-	// (pollHealth, every 2 s): /readyz answers from it rather than pinging
-	// on every request, which would take a second per probe while
-	// Postgres hangs.
-	pgPingFailed atomic.Bool
 	guard    *abuse.Guard   // the first runtime's; reloads replace the reloader's
 	handler  http.Handler
 	reloader *reload.Reloader
@@ -54,6 +49,12 @@ type app struct {
 	// health polling) started by newApp.
 	stopBackground context.CancelFunc
 	background     chan struct{}
+
+	// pgPingFailed is the last health poll's ping of the audit database
+	// (pollHealth, every 2 s): /readyz answers from it rather than pinging
+	// on every request, which would take a second per probe while
+	// Postgres hangs.
+	pgPingFailed atomic.Bool
 }
 
 // appOptions are the knobs of newApp that are not in the config file.

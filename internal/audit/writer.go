@@ -120,13 +120,14 @@ type Writer struct {
 	diskFull  bool        // a spool write failed for want of disk space; fullMu
 	downSince time.Time   // writer goroutine only
 	lastProbe time.Time   // writer goroutine only
-	// lastDownProbe is when the last probe that failed was sent: the store
-	// came back after it (writer goroutine only).
-	lastDownProbe time.Time
 	probe     chan error  // a ping in flight while the store is down; writer goroutine only
 	inflight  []*inflight // writes in flight, oldest first; writer goroutine only
 	free      [][]Event   // batch arrays to reuse; writer goroutine only
 	upEpoch   uint64      // how often the store came back; writer goroutine only
+
+	// lastDownProbe is when the last probe that failed was sent: the store
+	// came back after it (writer goroutine only).
+	lastDownProbe time.Time
 }
 
 // NewWriter validates cfg, opens the spool (replaying what a previous run
