@@ -40,8 +40,8 @@ func (g *Guard) Check(ctx context.Context, in CheckInput) (Decision, error) {
 		return Decision{}, &InputError{Code: CodeInvalidRequest, Field: "cost", Message: "cost must be at least 1"}
 	}
 	// Bounded by the smallest limit cost applies to; an action without
-	// such a rule (distinct rules or failures only) bounds it by the
-	// largest limit a rule may have.
+	// such a rule (distinct rules or failures only) bounds it by a log
+	// rule's largest limit.
 	maxCost := a.minLimit
 	if maxCost == 0 {
 		maxCost = MaxRuleLimit

@@ -2,7 +2,6 @@ package abuse
 
 import (
 	"net/netip"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -62,9 +61,9 @@ func (r *compiledRule) applies(id *identity) bool {
 // compiledLedger is the lockout state shared by actions.
 type compiledLedger struct {
 	name string
-	// lockDims are the dimensions any action of the ledger has failure
-	// rules on, in canonical order; checks consult these locks.
-	lockDims []dimIndex
+	// lockDim marks the dimensions any action of the ledger has failure
+	// rules on; checks consult these locks.
+	lockDim [numDims]bool
 	// lockKind per dimension: "k:<ledger>:<dim>" (see keyer.key).
 	lockKind [numDims]string
 	// manualKind per dimension: "k:<ledger>:<dim>!m", the manual lockout
@@ -153,14 +152,8 @@ func (g *Guard) compile() {
 		g.actions[name] = ca
 	}
 	for name, led := range g.ledgers {
-		var has [numDims]bool
 		for _, r := range led.failures {
-			has[r.dim] = true
-		}
-		for d := range numDims {
-			if has[d] {
-				led.lockDims = append(led.lockDims, d)
-			}
+			led.lockDim[r.dim] = true
 		}
 		g.names = append(g.names, name)
 	}
@@ -217,12 +210,12 @@ func (c *compiledList) matches(id *identity) bool {
 // nothing), which shares the struck record's level: a strike during a
 // manual lockout raises the key's level as usual.
 func (g *Guard) lockRefs(led *compiledLedger, id *identity) []limits.LockRef {
-	refs := make([]limits.LockRef, 0, len(led.lockDims)+int(numDims))
+	refs := make([]limits.LockRef, 0, 2*int(numDims))
 	for d := range numDims {
 		if !id.has(d) {
 			continue
 		}
-		struck := slices.Contains(led.lockDims, d)
+		struck := led.lockDim[d]
 		if struck {
 			refs = append(refs, limits.LockRef{Key: g.keys.key(led.lockKind[d], id, d), SpareIfTrusted: d == dimUser})
 		}

@@ -183,8 +183,8 @@ func (g *Guard) resolveFromAudit(ctx context.Context, unresolved map[string]int,
 			if a == nil {
 				continue
 			}
-			for _, d := range a.ledger.lockDims {
-				if id.has(d) {
+			for d := range numDims {
+				if a.ledger.lockDim[d] && id.has(d) {
 					g.resolveKey(g.keys.key(a.ledger.lockKind[d], &id, d), &id, d, unresolved, out)
 				}
 			}
