@@ -82,7 +82,7 @@ type FailoverStore struct {
 	mu         sync.Mutex // serialises transitions and their hooks
 	goodProbes int
 	openedAt   time.Time
-	upSince    time.Time // the first of goodProbes
+	upSince    time.Time // the earliest the primary can have come back (see OnStateChange)
 
 	stop      context.CancelFunc
 	stopped   context.Context

@@ -128,11 +128,8 @@ func NewRedisClient(cfg RedisConfig, budget time.Duration) (redis.UniversalClien
 		timeouts(&o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, &o.DialTimeout)
 		return redis.NewFailoverClient(o), nil
 	case cfg.URL != "":
-		o, err := redis.ParseURL(cfg.URL)
+		o, err := urlOptions(cfg)
 		if err != nil {
-			return nil, fmt.Errorf("redis url: %s", redactIn(err.Error(), cfg.URL))
-		}
-		if err := urlCredentials(o, cfg); err != nil {
 			return nil, err
 		}
 		o.ContextTimeoutEnabled = true
@@ -151,11 +148,21 @@ func (c RedisConfig) CheckURL() error {
 	if c.URL == "" {
 		return nil
 	}
-	o, err := redis.ParseURL(c.URL)
+	_, err := urlOptions(c)
+	return err
+}
+
+// urlOptions are the go-redis options of cfg's URL with its Username,
+// Password and TLS added (urlCredentials).
+func urlOptions(cfg RedisConfig) (*redis.Options, error) {
+	o, err := redis.ParseURL(cfg.URL)
 	if err != nil {
-		return fmt.Errorf("redis url: %s", redactIn(err.Error(), c.URL))
+		return nil, fmt.Errorf("redis url: %s", redactIn(err.Error(), cfg.URL))
 	}
-	return urlCredentials(o, c)
+	if err := urlCredentials(o, cfg); err != nil {
+		return nil, err
+	}
+	return o, nil
 }
 
 // urlCredentials adds cfg's Username, Password and TLS to the options of
