@@ -231,9 +231,9 @@ local function isTrusted(tv)
   return trusted
 end
 
--- spared reports whether bit j-1 of a spares mask is set: lock j spares a
--- trusted device.
-local function spared(mask, j) return floor(mask / 2 ^ (j - 1)) % 2 == 1 end
+-- hasBit reports whether bit j-1 of mask is set: in a spares mask, lock j
+-- spares a trusted device; in a pairs mask, lock j shares lock j-1's level.
+local function hasBit(mask, j) return floor(mask / 2 ^ (j - 1)) % 2 == 1 end
 
 -- lockLevel is the level to answer for lock li (record lr): its own or,
 -- when bit li-1 of pairs says it shares its key's level with lock li-1
@@ -241,7 +241,7 @@ local function spared(mask, j) return floor(mask / 2 ^ (j - 1)) % 2 == 1 end
 -- of the two, since a strike during a manual lockout raises the level.
 local function lockLevel(li, lr, pairs, prev)
   local lvl = lr[1]
-  if li > 1 and spared(pairs, li) then
+  if li > 1 and hasBit(pairs, li) then
     local p = parseLock(prev)
     if p and p[1] > lvl then lvl = p[1] end
   end
@@ -705,7 +705,7 @@ local function run(keys, args)
     local li, lr = 0, nil
     for j = 1, nL do
       local lv = v[nR + j]
-      if lv and not (spared(spares, j) and isTrusted(v[nR + nL + 1])) then li, lr = later(li, lr, j, lv) end
+      if lv and not (hasBit(spares, j) and isTrusted(v[nR + nL + 1])) then li, lr = later(li, lr, j, lv) end
     end
     local allowed = li == 0
     -- hard: an enforced rule that does not challenge denies.
@@ -780,7 +780,7 @@ local function run(keys, args)
     local nL = num()
     local nT, failure, ttl, nC = num(), arg() == '1', num(), num()
     -- Lock j is KEYS[lb+j], spared for a trusted device when
-    -- spared(spares, j); the clear keys are KEYS[cb+1..cb+nC].
+    -- hasBit(spares, j); the clear keys are KEYS[cb+1..cb+nC].
     local lb = ki
     ki = ki + nL
     if nT == 1 then trustKey = key() end
@@ -833,7 +833,7 @@ local function run(keys, args)
     for j = 1, nL do
       local lv = raw[KEYS[lb + j]]
       if lv == nil then lv = v[j] end
-      if lv and not (spared(spares, j) and isTrusted(v[nL + 1])) then li, lr = later(li, lr, j, lv) end
+      if lv and not (hasBit(spares, j) and isTrusted(v[nL + 1])) then li, lr = later(li, lr, j, lv) end
     end
     local lvl = nil
     if lr and li > 1 then
