@@ -50,8 +50,8 @@ type FailoverEvents struct {
 	// OnStateChange is called once per transition: up=false when the
 	// breaker opens (since is the moment it opened, cause the error that
 	// tripped it), up=true when it closes again (since is when the primary
-	// answered again at the earliest: one ProbeInterval before the first
-	// of the good probes in a row that closed it; cause nil).
+	// answered again at the earliest: when the last probe that failed was
+	// sent, or the breaker opened; cause nil).
 	OnStateChange func(up bool, since time.Time, cause error)
 	// OnBreakerState is called with every new breaker state.
 	OnBreakerState func(state BreakerState)
@@ -83,6 +83,8 @@ type FailoverStore struct {
 	goodProbes int
 	openedAt   time.Time
 	upSince    time.Time // the earliest the primary can have come back (see OnStateChange)
+	// lastDownProbe is when the last probe that failed while open was sent.
+	lastDownProbe time.Time
 
 	stop      context.CancelFunc
 	stopped   context.Context

@@ -117,6 +117,7 @@ func (f *FailoverStore) probeLoop() {
 // every decision does). While open, RecoverAfter good probes in a row close the
 // breaker and any failure starts the count again.
 func (f *FailoverStore) probe() {
+	sent := f.cfg.Now()
 	ctx, cancel := context.WithTimeout(f.stopped, f.cfg.Budget)
 	err := f.primary.Ping(ctx)
 	cancel()
@@ -138,18 +139,20 @@ func (f *FailoverStore) probe() {
 		return
 	case err != nil:
 		f.goodProbes = 0
+		f.lastDownProbe = sent
 		if st == BreakerHalfOpen {
 			f.setState(BreakerOpen)
 		}
 	default:
 		f.goodProbes++
 		if f.goodProbes == 1 {
-			// The primary came back after the probe before this one
-			// failed: its earliest possible return, so an alert held
-			// "until up for 10 s" goes out at most 10 s after it returned.
-			f.upSince = f.cfg.Now().Add(-f.cfg.ProbeInterval)
-			if f.upSince.Before(f.openedAt) {
-				f.upSince = f.openedAt
+			// The primary came back after the last probe that failed was
+			// sent (or after the breaker opened): its earliest possible
+			// return, so an alert held "until up for 10 s" goes out at
+			// most 10 s after it returned.
+			f.upSince = f.openedAt
+			if f.lastDownProbe.After(f.upSince) {
+				f.upSince = f.lastDownProbe
 			}
 		}
 		if f.goodProbes < f.cfg.RecoverAfter {

@@ -440,6 +440,47 @@ func TestFailoverProberRunsInBackground(t *testing.T) {
 	}
 }
 
+// TestFailoverRecoverySince: the recovery is reported as of the earliest
+// the primary can have come back (when the last failed probe was sent),
+// never after it did, so an alert held 10 s from then goes out at most
+// 10 s after the primary returned.
+func TestFailoverRecoverySince(t *testing.T) {
+	var up atomic.Bool
+	var failedPings atomic.Int64
+	primary := foFailing()
+	primary.ping = func(context.Context) error {
+		if up.Load() {
+			return nil
+		}
+		failedPings.Add(1)
+		return errFoDown
+	}
+	sinceCh := make(chan time.Time, 1)
+	ev := FailoverEvents{OnStateChange: func(isUp bool, since time.Time, _ error) {
+		if isUp {
+			sinceCh <- since
+		}
+	}}
+	start := time.Now()
+	f := newTestFailover(t, FailoverConfig{FailureThreshold: 1, ProbeInterval: 5 * time.Millisecond, Now: time.Now}, primary, &foStore{}, ev)
+	if _, err := f.Check(context.Background(), foCheckReq()); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	for failedPings.Load() < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	back := time.Now()
+	up.Store(true)
+	select {
+	case since := <-sinceCh:
+		if since.After(back) || since.Before(start) {
+			t.Errorf("recovered since %v; want between the start %v and the primary's return %v", since, start, back)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("breaker did not close within 5s of the primary answering probes")
+	}
+}
+
 func TestFailoverFleetShare(t *testing.T) {
 	tests := []struct {
 		name      string
