@@ -38,25 +38,19 @@ func TestMigrateUpDownUp(t *testing.T) {
 		}
 		return ok
 	}
+	indexDef := func(name string) string {
+		var def string
+		err := pool.QueryRow(ctx, `SELECT coalesce(pg_get_indexdef(to_regclass($1)), '')`, name).Scan(&def)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return def
+	}
 	// The definition of the user index tells the schemas apart: keyed by
 	// the text (000001) or by its hash (000003).
-	userIndex := func() string {
-		var def string
-		err := pool.QueryRow(ctx, `SELECT coalesce(pg_get_indexdef(to_regclass('audit_events_user_idx')), '')`).Scan(&def)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return def
-	}
+	userIndex := func() string { return indexDef("audit_events_user_idx") }
 	// The action index and the BRIN tell 000004 apart from 000003.
-	actionIndex := func() string {
-		var def string
-		err := pool.QueryRow(ctx, `SELECT coalesce(pg_get_indexdef(to_regclass('audit_events_action_idx')), '')`).Scan(&def)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return def
-	}
+	actionIndex := func() string { return indexDef("audit_events_action_idx") }
 	brinExists := func() bool {
 		var ok bool
 		if err := pool.QueryRow(ctx, `SELECT to_regclass('audit_events_at_brin') IS NOT NULL`).Scan(&ok); err != nil {
