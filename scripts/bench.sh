@@ -60,9 +60,13 @@ guard_pid=""
 envoy_pid=""
 raw_pid=""
 cleanup() {
-	[ -n "$guard_pid" ] && kill "$guard_pid" 2>/dev/null && wait "$guard_pid" 2>/dev/null
-	[ -n "$raw_pid" ] && kill "$raw_pid" 2>/dev/null
-	[ -n "$envoy_pid" ] && kill "$envoy_pid" 2>/dev/null
+	# Each step whatever the one before did: a process that has died must
+	# not leave the others, or the private Postgres, running.
+	local pid
+	for pid in "$guard_pid" "$raw_pid" "$envoy_pid"; do
+		if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; fi
+	done
+	if [ -n "$guard_pid" ]; then wait "$guard_pid" 2>/dev/null || true; fi
 	redis-cli -p "$rport" shutdown nosave >/dev/null 2>&1 || true
 	private_pg_stop "$pgbin" "$work/pg"
 	rm -rf "$work"
@@ -123,7 +127,7 @@ rcli flushall >/dev/null
 # "Profiling") whose CPU profile of the first run's Guard phase lands in
 # that file.
 go build ${BENCH_PPROF:+-tags pprof} -o "$work/guard" ./cmd/guard
-pprof_port=$((gport + 1))
+pprof_port=$((gport + 5)) # past envoy (18090-18092) and rawhttp (18093)
 cat >"$work/guard.yaml" <<EOF
 listen: 127.0.0.1:$gport
 key_secret: bench-key-secret-0123456789abcdef
@@ -201,7 +205,11 @@ EOF
 		HOST=127.0.0.1 PORT=18090 GRPC_HOST=127.0.0.1 GRPC_PORT=18091 DEBUG_HOST=127.0.0.1 DEBUG_PORT=18092 \
 		"$ENVOY_RATELIMIT_BIN" >"$work/envoy.log" 2>&1 &
 	envoy_pid=$!
-	sleep 2
+	envoy_body='{"domain":"bench","descriptors":[{"entries":[{"key":"ip","value":"198.18.0.1"}]}]}'
+	if ! wait_for "envoy ratelimit" sh -c "curl -fs -d '$envoy_body' http://127.0.0.1:18090/json"; then
+		cat "$work/envoy.log" >&2
+		exit 1
+	fi
 	wrk -t2 -c "$conns" -d2s -s "$work/envoy.lua" "http://127.0.0.1:18090" >/dev/null
 fi
 
@@ -223,10 +231,19 @@ to_ms() {
 # wrk_field FILE rps|total|p50|p99 (latencies in ms)
 wrk_field() {
 	case $2 in
+	errors) awk '/^  Non-2xx|^  Socket errors/ {print; n++} END {exit n == 0}' "$1" ;;
 	rps) awk '/^Requests\/sec/ {print $2}' "$1" ;;
 	total) awk '/requests in/ {print $1}' "$1" ;;
 	p50 | p99) awk -v p="${2#p}%" '$1 == p {print $2}' "$1" | to_ms ;;
 	esac
+}
+# wrk_ok FILE WHAT stops the bench when wrk counted failed requests in FILE:
+# those would be figures of errors, not of decisions.
+wrk_ok() {
+	if wrk_field "$1" errors >&2; then
+		log "$2: wrk counted failed requests (above); no figures"
+		exit 1
+	fi
 }
 degraded() { curl -fs "http://127.0.0.1:$gport/metrics" | awk '/^guard_degraded_decisions_total/ {n += $NF} END {print n + 0}'; }
 audit_rows() { psql -w "$db" -qAtc "SELECT count(*) FROM audit_events"; }
@@ -271,6 +288,7 @@ guard_phase() {
 		profile_pid=$!
 	fi
 	wrk -t2 -c "$conns" -d"${secs}s" --latency -s "$work/check.lua" "http://127.0.0.1:$gport" >"$work/wrk.txt"
+	wrk_ok "$work/wrk.txt" "Guard"
 	if [ -n "${profile_pid:-}" ]; then
 		wait "$profile_pid" || log "no profile written to $BENCH_PPROF"
 		profile_pid=""
@@ -302,6 +320,7 @@ rawhttp_phase() {
 	h0=$(cpu_ticks "$raw_pid")
 	log "run $run: wrk rawhttp, c=$conns, ${secs}s"
 	wrk -t2 -c "$conns" -d"${secs}s" --latency -s "$work/check.lua" "http://127.0.0.1:18093" >"$work/raw.txt"
+	wrk_ok "$work/raw.txt" "rawhttp"
 	h1=$(cpu_ticks "$raw_pid")
 	put http "$(wrk_field "$work/raw.txt" rps)"
 	put http_p50 "$(wrk_field "$work/raw.txt" p50)"
@@ -316,6 +335,7 @@ envoy_phase() {
 	e0=$(cpu_ticks "$envoy_pid"); er0=$(cpu_ticks "$(redis_pid)")
 	log "run $run: wrk envoy ratelimit /json, c=$conns, ${secs}s"
 	wrk -t2 -c "$conns" -d"${secs}s" --latency -s "$work/envoy.lua" "http://127.0.0.1:18090" >"$work/envoy.txt"
+	wrk_ok "$work/envoy.txt" "envoy ratelimit"
 	e1=$(cpu_ticks "$envoy_pid"); er1=$(cpu_ticks "$(redis_pid)")
 	total=$(wrk_field "$work/envoy.txt" total)
 	put envoy "$(wrk_field "$work/envoy.txt" rps)"
