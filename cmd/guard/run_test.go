@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -435,6 +437,25 @@ func TestServeEmbeddedDefaults(t *testing.T) {
 	res, err := client.Check(ctx, sdk.CheckRequest{Action: "otp_send", User: strp("carol@example.com")})
 	if err != nil || res.Decision != "allow" {
 		t.Fatalf("check = %+v, %v; want allow", res, err)
+	}
+	// A request net/http answers by itself (here: no Host) is answered as
+	// Guard's error, with a request id (api.Listener).
+	conn, err := net.Dial("tcp", strings.TrimPrefix(g.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Write([]byte("GET /healthz HTTP/1.1\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 400 || resp.Header.Get("X-Request-Id") == "" || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		t.Errorf("no-Host request: %d %v; want a JSON 400 with X-Request-Id", resp.StatusCode, resp.Header)
 	}
 	if err := g.stop(t); err != nil {
 		t.Fatalf("stop: %v", err)

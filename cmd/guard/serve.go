@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/guardhq/guard/internal/api"
 	"github.com/guardhq/guard/internal/config"
 	"github.com/guardhq/guard/internal/limits"
 )
@@ -107,6 +108,9 @@ func (a *app) serve(ctx context.Context, timeout time.Duration) error {
 		_ = a.close(context.Background())
 		return fmt.Errorf("listen on %s: %w", a.cfg.Listen, err)
 	}
+	// net/http's own answers to requests it cannot read become Guard's
+	// JSON errors with a request id.
+	ln = api.Listener(ln)
 	srv := &http.Server{
 		Handler:           a.handler,
 		ReadHeaderTimeout: 5 * time.Second,

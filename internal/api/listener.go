@@ -1,0 +1,126 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Listener wraps ln so that the answers net/http writes by itself, before
+// any handler runs, are Guard's error answers too: a malformed request
+// line or header (400), a header section over MaxHeaderBytes (431), a
+// transfer coding or protocol version it does not support (net/http's 501
+// and 505, here 400: no input makes Guard answer 5xx) and an Expect it
+// does not know (417). Each gets the JSON error body and an X-Request-Id,
+// as every answer does (contract "Errors", v1.1 "HTTP conformance"), and
+// still closes the connection. Every other write passes through
+// untouched.
+func Listener(ln net.Listener) net.Listener { return wireListener{ln} }
+
+type wireListener struct{ net.Listener }
+
+func (l wireListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return wireConn{c}, nil
+}
+
+type wireConn struct{ net.Conn }
+
+func (c wireConn) Write(p []byte) (int, error) {
+	out, ok := rewriteServerAnswer(p)
+	if !ok {
+		return c.Conn.Write(p)
+	}
+	if _, err := c.Conn.Write(out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// CloseWrite lets net/http half-close a TCP connection after an answer it
+// wrote itself, as it does on a *net.TCPConn.
+func (c wireConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// netHTTPErrorHeaders follow the status line of every answer net/http
+// writes itself on a request it cannot read (server.go, conn.serve). An
+// answer of a handler never starts so: net/http writes a handler's header
+// fields sorted (Connection before Content-Type), then Date.
+const netHTTPErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+
+// rewriteServerAnswer returns Guard's answer for p when p is one that
+// net/http wrote by itself: an error answer of conn.serve, or 417, which
+// no handler of Guard's writes.
+func rewriteServerAnswer(p []byte) ([]byte, bool) {
+	const proto = "HTTP/1.1 "
+	if len(p) < len(proto)+3 || string(p[:len(proto)]) != proto {
+		return nil, false
+	}
+	end := bytes.Index(p[:min(len(p), 200)], []byte("\r\n"))
+	if end < 0 {
+		return nil, false
+	}
+	status := string(p[len(proto):end])
+	code, err := strconv.Atoi(status[:3])
+	if err != nil {
+		return nil, false
+	}
+	var message string
+	switch {
+	case code == http.StatusExpectationFailed:
+		message = "unsupported Expect header; only 100-continue is supported"
+	case bytes.HasPrefix(p[end:], []byte(netHTTPErrorHeaders)):
+		body := string(p[end+len(netHTTPErrorHeaders):])
+		switch code {
+		case http.StatusRequestHeaderFieldsTooLarge:
+			message = "request header fields too large"
+		case http.StatusNotImplemented:
+			// "Unsupported transfer encoding": bad input, so 400.
+			code, message = http.StatusBadRequest, "unsupported Transfer-Encoding; only chunked is supported"
+		case http.StatusHTTPVersionNotSupported:
+			code, message = http.StatusBadRequest, "unsupported HTTP version"
+		default:
+			// "400 Bad Request: <why>", or a bare "400 Bad Request".
+			message = "malformed HTTP request"
+			if _, why, ok := strings.Cut(body, ": "); ok && why != "" {
+				message = "malformed HTTP request: " + why
+			}
+			if code >= 500 {
+				code = http.StatusBadRequest
+			}
+		}
+	default:
+		return nil, false
+	}
+	errCode := "invalid_request"
+	if code == http.StatusRequestHeaderFieldsTooLarge {
+		errCode = "too_large"
+	}
+	id := newRequestID()
+	body, _ := json.Marshal(errorBody{Error: errorDetail{Code: errCode, Message: message, RequestID: id}})
+	var b bytes.Buffer
+	b.WriteString(proto)
+	b.WriteString(strconv.Itoa(code))
+	b.WriteByte(' ')
+	b.WriteString(http.StatusText(code))
+	b.WriteString("\r\nCache-Control: no-store\r\nConnection: close\r\nContent-Length: ")
+	b.WriteString(strconv.Itoa(len(body)))
+	b.WriteString("\r\nContent-Type: application/json; charset=utf-8\r\nDate: ")
+	b.WriteString(time.Now().UTC().Format(http.TimeFormat))
+	b.WriteString("\r\nX-Request-Id: ")
+	b.WriteString(id)
+	b.WriteString("\r\n\r\n")
+	b.Write(body)
+	return b.Bytes(), true
+}
