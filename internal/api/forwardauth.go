@@ -166,13 +166,15 @@ func (s *server) handleForwardAuth(c *gin.Context) {
 	setDecisionHeaders(c.Writer.Header(), d, in.Cost)
 	c.Header("X-Guard-Decision", d.Verdict())
 	c.Header("X-Guard-Reason", d.Reason)
-	if d.ID != "" {
-		c.Header("X-Guard-Decision-Id", d.ID)
-	}
 	if d.Allowed {
+		if d.ID != "" {
+			c.Header("X-Guard-Decision-Id", d.ID)
+		}
 		c.Status(s.fwd.allowStatus)
 		return
 	}
+	// A denial names no decision id (contract v1.1): proxies such as
+	// Traefik hand its headers to the client along with its body.
 	writeErrorBody(c, http.StatusTooManyRequests, denialBody(d.Reason).Error)
 }
 

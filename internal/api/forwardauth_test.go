@@ -187,6 +187,12 @@ func TestForwardAuth(t *testing.T) {
 			if w.Header().Get("Cache-Control") != "no-store" {
 				t.Errorf("%s: Cache-Control = %q", user, w.Header().Get("Cache-Control"))
 			}
+			if id := w.Header().Get("X-Guard-Decision-Id"); id != "" {
+				t.Errorf("%s: X-Guard-Decision-Id %q on a denial (its headers reach the client too)", user, id)
+			}
+		}
+		if w := call(h, "GET", "/v1/forward-auth?action=login", keyCheck, "", "X-Auth-User", "alice"); w.Header().Get("X-Guard-Decision-Id") != "01A" {
+			t.Errorf("allow: X-Guard-Decision-Id %q, want 01A", w.Header().Get("X-Guard-Decision-Id"))
 		}
 	})
 
