@@ -221,6 +221,12 @@ func (s *server) buildAuditFilter(q map[string]*string, parseTime func(name, v s
 			*t.dst = at.UTC()
 		}
 	}
+	if f.Until.IsZero() && get("until") != "" {
+		// until=0001-01-01T00:00:00Z is a bound (nothing is before it),
+		// where the stores read a zero Until as none: a nanosecond later
+		// keeps it a bound and still matches nothing.
+		f.Until = f.Until.Add(time.Nanosecond)
+	}
 	f.Limit = audit.DefaultLimit
 	if v := get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -242,6 +248,16 @@ func (s *server) buildAuditFilter(q map[string]*string, parseTime func(name, v s
 // it (?since=2026-01-02T15:04:05+01:00, as typed in a shell); an RFC 3339
 // time never holds a space, so that one reading is unambiguous.
 func parseQueryTime(v string) (time.Time, error) {
+	// RFC 3339 (5.6) allows a lower-case "t" and "z"; Go's layout does not.
+	v = strings.Map(func(r rune) rune {
+		switch r {
+		case 't':
+			return 'T'
+		case 'z':
+			return 'Z'
+		}
+		return r
+	}, v)
 	at, err := time.Parse(time.RFC3339, v)
 	if err != nil && strings.Contains(v, " ") {
 		if at2, err2 := time.Parse(time.RFC3339, strings.ReplaceAll(v, " ", "+")); err2 == nil {
