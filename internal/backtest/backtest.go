@@ -23,7 +23,8 @@
 //     synthetic address (its own /64).
 //   - A report replays only when its check would have gone ahead: a report
 //     that names its check's decision_id (within ReportHorizon) is dropped
-//     when the candidate denies that check. Reports without a decision_id
+//     when the candidate denies that check and the trail's policy allowed
+//     it. Reports without a decision_id, and those of checks both denied,
 //     always replay.
 //   - Events lost before they reached Postgres (a crash, a full spool) are
 //     not replayed.
@@ -142,9 +143,11 @@ func (r *Replayer) Add(ctx context.Context, e audit.Event) error {
 	} else {
 		var decisionID string
 		if m, ok := r.checks.byID[e.DecisionID]; ok && e.DecisionID != "" {
-			if m.denied {
+			if m.denied && !m.wasDenied {
 				// The candidate denied the attempt this report is
-				// about: the caller would not have made it.
+				// about, which the trail's policy allowed: the caller
+				// would not have made it. (A report of a check that
+				// both denied was made, and replays.)
 				t.dropped++
 				return nil
 			}
@@ -164,7 +167,8 @@ func (r *Replayer) Add(ctx context.Context, e audit.Event) error {
 		return fmt.Errorf("backtest: replay %s %s: the candidate recorded no event", e.Kind, e.ID)
 	}
 	if e.Kind == audit.KindCheck && e.ID != "" {
-		r.checks.remember(e.ID, memo{id: r.last.e.DecisionID, denied: r.last.e.Decision != "allow", at: e.At.UnixMilli()})
+		r.checks.remember(e.ID, memo{id: r.last.e.DecisionID, denied: r.last.e.Decision != "allow",
+			wasDenied: e.Decision != "allow", at: e.At.UnixMilli()})
 	}
 	t.add(e, r.last.e)
 	return nil
@@ -187,9 +191,10 @@ type checkMemo struct {
 }
 
 type memo struct {
-	id     string
-	denied bool
-	at     int64 // Unix ms of the recorded check
+	id        string
+	denied    bool  // by the candidate
+	wasDenied bool  // in the trail
+	at        int64 // Unix ms of the recorded check
 }
 
 func (c *checkMemo) remember(id string, m memo) {

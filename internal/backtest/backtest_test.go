@@ -7,11 +7,13 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/guardhq/guard/internal/abuse"
 	"github.com/guardhq/guard/internal/audit"
+	"github.com/guardhq/guard/internal/limits"
 	"github.com/guardhq/guard/internal/testenv"
 )
 
@@ -72,7 +74,7 @@ func TestBacktestDay(t *testing.T) {
 		wantIPs  []Count
 	}{
 		{name: "tighter", policy: tighter(), want: map[string]ActionReport{
-			"login": {Replayed: 6194, DroppedReports: 590, Changed: changes("allow->deny", 590),
+			"login": {Replayed: 5604, DroppedReports: 590, Changed: changes("allow->deny", 590),
 				Lockouts: Lockouts{Before: 1, After: 1}},
 			"signup": {Replayed: 10, Changed: changes()},
 		}, wantUser: Count{victim, 91}, wantIPs: []Count{{attackerA, 500}, {attackerB, 90}, {"10.1.0.7", 1}}},
@@ -234,5 +236,55 @@ func TestBacktestPseudonymized(t *testing.T) {
 	}
 	if len(login.Top.IPs) == 0 || login.Top.IPs[0].Changed != 500 {
 		t.Errorf("top ips = %v, want the stuffing address's hash first with 500", login.Top.IPs)
+	}
+}
+
+// TestBacktestSamePolicyReplaysReportsOfDeniedChecks: a caller that
+// reports an attempt its check denied made that report, so replaying the
+// trail through the policy that wrote it replays the report too and finds
+// the same strike (it used to drop it: lockouts 1 before, 0 after).
+func TestBacktestSamePolicyReplaysReportsOfDeniedChecks(t *testing.T) {
+	pol := abuse.Policy{Actions: map[string]abuse.Action{"login": {
+		Limits:   []abuse.Rule{{Dimension: abuse.DimUser, Limit: 2, Window: 30 * time.Second}},
+		Failures: []abuse.Rule{{Dimension: abuse.DimUserIP, Limit: 3, Window: 15 * time.Minute}},
+		Lockout:  abuse.Lockout{Ladder: []time.Duration{time.Minute}},
+	}}}
+	var clock atomic.Int64
+	clock.Store(day.UnixMilli())
+	now := func() time.Time { return time.UnixMilli(clock.Load()).UTC() }
+	store := limits.NewMemory(limits.MemoryConfig{Now: now})
+	defer store.Close()
+	var trail events
+	g, err := abuse.New(nil, abuse.Config{Policy: pol, KeySecret: []byte("recorded-secret"), Now: now}, store, &trail, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	subj := abuse.Subject{User: opt("bt1@example.com"), IP: opt("192.0.2.1")}
+	denied := 0
+	for range 3 {
+		clock.Add(1000)
+		d, err := g.Check(ctx, abuse.CheckInput{Action: "login", Subject: subj, APIKey: "auth"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !d.Allowed {
+			denied++
+		}
+		clock.Add(100)
+		if _, err := g.Report(ctx, abuse.ReportInput{Action: "login", Subject: subj, Outcome: "failure", DecisionID: d.ID, APIKey: "auth"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if denied != 1 {
+		t.Fatalf("%d checks denied while recording, want the third", denied)
+	}
+	rep, err := Run(ctx, sliceSource(trail), audit.ReplayFilter{}, Config{Guard: abuse.Config{Policy: pol}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	login := rep.Actions["login"]
+	if login.Lockouts != (Lockouts{Before: 1, After: 1}) || login.DroppedReports != 0 || login.Replayed != 6 || !maps.Equal(login.Changed, changes()) {
+		t.Errorf("same policy: %+v; want 6 replayed, none dropped or changed, lockouts 1 before and 1 after", login)
 	}
 }

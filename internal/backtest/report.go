@@ -19,8 +19,8 @@ type Report struct {
 
 // ActionReport is one action's result.
 type ActionReport struct {
-	// Replayed counts the action's checks and reports read from the
-	// trail; DroppedReports and Skipped are those of them the candidate
+	// Replayed counts the action's checks and reports the candidate ran;
+	// DroppedReports and Skipped count those read from the trail that it
 	// did not run.
 	Replayed int64 `json:"replayed"`
 	// Changed counts checks whose decision changed, by "before->after";
@@ -103,7 +103,7 @@ func (t *tally) add(was, now audit.Event) {
 }
 
 func (t *tally) report() ActionReport {
-	r := ActionReport{Replayed: t.replayed, Skipped: t.skipped, DroppedReports: t.dropped, Changed: map[string]int64{},
+	r := ActionReport{Replayed: t.replayed - t.skipped - t.dropped, Skipped: t.skipped, DroppedReports: t.dropped, Changed: map[string]int64{},
 		Lockouts: Lockouts{Before: t.before, After: t.after}}
 	for _, tr := range Transitions {
 		r.Changed[tr] = 0
