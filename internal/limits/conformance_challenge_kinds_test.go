@@ -93,40 +93,58 @@ func confChallengeKindsCase(t *testing.T, c *conf) {
 	}
 }
 
-// confChallengeKindsBounded: passing many challenges with new values
-// keeps a distinct set at its newest Limit+1 values; a value still held
-// is admitted without a pass, a dropped one is challenged.
+// confChallengeKindsBounded: passing challenges with new values keeps
+// every value of the window in a distinct set up to DistinctPassedKeep
+// values, so a value seen in the window is admitted without a pass (the
+// contract's "already among the distinct values seen"), a new one is
+// challenged; past the bound the oldest go (a dropped one is challenged:
+// stricter, never looser).
 func confChallengeKindsBounded(t *testing.T, c *conf) {
 	key := c.key("log", "chk-bounded")
+	const limit = 3
 	rule := func(v string, passed bool) Rule {
-		return Rule{Key: key, Limit: 3, Window: confWindow, Distinct: confValue(v), Challenge: true, Passed: passed}
+		return Rule{Key: key, Limit: limit, Window: confWindow, Distinct: confValue(v), Challenge: true, Passed: passed}
 	}
-	const passes = 20
-	for i := range passes {
-		if res := c.check(t, c.store(i), CheckRequest{Rules: []Rule{rule(fmt.Sprint("v", i), true)}}); !res.Allowed {
-			t.Fatalf("passed check %d: got %+v, want allowed", i+1, res)
+	pass := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			if res := c.check(t, c.store(i), CheckRequest{Rules: []Rule{rule(fmt.Sprint("v", i), true)}}); !res.Allowed {
+				t.Fatalf("passed check %d: got %+v, want allowed", i+1, res)
+			}
 		}
 	}
-	tests := []struct {
+	type probe struct {
 		value     string
 		challenge bool
 		count     int
-	}{
-		{"new", true, 4},                      // the set holds Limit+1 values
-		{fmt.Sprint("v", passes-1), false, 4}, // the newest is held
-		{fmt.Sprint("v", passes-4), false, 4}, // the oldest kept
-		{fmt.Sprint("v", passes-5), true, 4},  // dropped
-		{"v0", true, 4},                       // long dropped
 	}
-	for _, tt := range tests {
-		res := c.check(t, c.a, CheckRequest{Rules: []Rule{rule(tt.value, false)}, DryRun: true})
-		if got, want := res.Challenge, tt.challenge; got != want || res.Allowed == want {
-			t.Errorf("value %s after %d passes: got %+v, want challenge %v", tt.value, passes, res, want)
-		}
-		if got, want := res.Rules[0].Count, tt.count; got != want {
-			t.Errorf("value %s after %d passes: got count %d, want %d", tt.value, passes, got, want)
+	expect := func(after int, tests []probe) {
+		t.Helper()
+		for _, tt := range tests {
+			res := c.check(t, c.a, CheckRequest{Rules: []Rule{rule(tt.value, false)}, DryRun: true})
+			if got, want := res.Challenge, tt.challenge; got != want || res.Allowed == want {
+				t.Errorf("value %s after %d passes: got %+v, want challenge %v", tt.value, after, res, want)
+			}
+			if got, want := res.Rules[0].Count, tt.count; got != want {
+				t.Errorf("value %s after %d passes: got count %d, want %d", tt.value, after, got, want)
+			}
 		}
 	}
+	pass(0, 20)
+	expect(20, []probe{
+		{"new", true, 20},
+		{"v19", false, 20},
+		{"v0", false, 20}, // the first, still in the window
+	})
+	pass(20, DistinctPassedKeep+5)
+	n := DistinctPassedKeep + 5
+	expect(n, []probe{
+		{"new", true, DistinctPassedKeep},
+		{fmt.Sprint("v", n-1), false, DistinctPassedKeep},
+		{fmt.Sprint("v", n-DistinctPassedKeep), false, DistinctPassedKeep},  // the oldest kept
+		{fmt.Sprint("v", n-DistinctPassedKeep-1), true, DistinctPassedKeep}, // dropped
+		{"v0", true, DistinctPassedKeep},
+	})
 }
 
 // confChallengeKindsUndo: a passed attempt that another rule denies

@@ -478,7 +478,8 @@ function kinds()
   -- setSee writes set s (key k) trimmed to (now-keep, now] with value m
   -- seen now (moved to the end, so stamps stay ascending even when TIME
   -- steps back); it returns the stamp. most, when given, keeps only the
-  -- newest most records (passed challenges, kinds.go distinctMost).
+  -- newest most records (passed challenges: the newest 1000 or limit + 1,
+  -- kinds.go distinctMost and DistinctPassedKeep).
   local function setSee(k, s, m, keep, most)
     local n = #s / DW
     local from = dfirst(s, n, now - keep)
@@ -602,7 +603,7 @@ function kinds()
           redis.call('SET', o.key, spack('>dI6', max(o.s - cost, 0), now), 'PX', o.keep)
           o.at = 1
         else
-          local at = setSee(o.key, o.s, o.member, o.keep, o.passed and o.limit + 1 or nil)
+          local at = setSee(o.key, o.s, o.member, o.keep, o.passed and max(o.limit + 1, 1000) or nil)
           if o.b == 0 then o.at = at end
         end
       end
