@@ -72,7 +72,7 @@ func confChallengeKindsCase(t *testing.T, c *conf) {
 				if got, want := res.Rules[1].Count, 3+i; got != want {
 					t.Errorf("passed %d: rule beside has %d entries, want %d (passed attempts are recorded)", i+1, got, want)
 				}
-				want := map[string]int{"counter": 3 + i, "bucket": 2, "distinct": 3}[k.name]
+				want := map[string]int{"counter": 3 + i, "bucket": 2, "distinct": 3 + i}[k.name] // every value of the window (PassedKeep)
 				if got := res.Rules[0].Count; got != want {
 					t.Errorf("passed %d: got count %d, want %d", i+1, got, want)
 				}
@@ -94,7 +94,7 @@ func confChallengeKindsCase(t *testing.T, c *conf) {
 }
 
 // confChallengeKindsBounded: passing challenges with new values keeps
-// every value of the window in a distinct set up to DistinctPassedKeep
+// every value of the window in a distinct set up to PassedKeep
 // values, so a value seen in the window is admitted without a pass (the
 // contract's "already among the distinct values seen"), a new one is
 // challenged; past the bound the oldest go (a dropped one is challenged:
@@ -136,14 +136,14 @@ func confChallengeKindsBounded(t *testing.T, c *conf) {
 		{"v19", false, 20},
 		{"v0", false, 20}, // the first, still in the window
 	})
-	pass(20, DistinctPassedKeep+5)
-	n := DistinctPassedKeep + 5
+	pass(20, PassedKeep+5)
+	n := PassedKeep + 5
 	expect(n, []probe{
-		{"new", true, DistinctPassedKeep},
-		{fmt.Sprint("v", n-1), false, DistinctPassedKeep},
-		{fmt.Sprint("v", n-DistinctPassedKeep), false, DistinctPassedKeep},  // the oldest kept
-		{fmt.Sprint("v", n-DistinctPassedKeep-1), true, DistinctPassedKeep}, // dropped
-		{"v0", true, DistinctPassedKeep},
+		{"new", true, PassedKeep},
+		{fmt.Sprint("v", n-1), false, PassedKeep},
+		{fmt.Sprint("v", n-PassedKeep), false, PassedKeep},  // the oldest kept
+		{fmt.Sprint("v", n-PassedKeep-1), true, PassedKeep}, // dropped
+		{"v0", true, PassedKeep},
 	})
 }
 

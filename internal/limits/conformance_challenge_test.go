@@ -55,8 +55,8 @@ func confChallenge(t *testing.T, c *conf) {
 		if !res.Allowed || res.Challenge || len(res.Struck) != 0 {
 			t.Fatalf("passed check %d: got %+v, want allowed", i+1, res)
 		}
-		// The log keeps its newest Limit+Cost (3) entries: 2, 3, 3 before.
-		if got, want := res.Rules[0].Count, min(3+i, 4); got != want || res.Rules[0].Remaining != 0 || !res.Rules[0].Allowed {
+		// The log keeps every entry (up to PassedKeep): 2, 3, 4 before.
+		if got, want := res.Rules[0].Count, 3+i; got != want || res.Rules[0].Remaining != 0 || !res.Rules[0].Allowed {
 			t.Errorf("passed check %d: challenge rule %+v, want count %d, remaining 0, allowed", i+1, res.Rules[0], want)
 		}
 		if got, want := res.Rules[1].Count, 3+i; got != want {
@@ -101,20 +101,32 @@ func confChallengeWithDeny(t *testing.T, c *conf) {
 	}
 }
 
-// confChallengePassedCaps: passing many challenges keeps the log at its
-// newest Limit+Cost entries, so it stays full but bounded.
+// confChallengePassedCaps: passing many challenges keeps every entry of
+// the log up to PassedKeep, so its count (and its reset: the oldest
+// entry's) stay exact; past it the oldest go, so it stays bounded.
 func confChallengePassedCaps(t *testing.T, c *conf) {
 	ch := Rule{Key: c.key("log", "caps"), Limit: 3, Window: confWindow, Challenge: true, Passed: true}
-	for i := range 20 {
-		if res := c.check(t, c.store(i), CheckRequest{Rules: []Rule{ch}}); !res.Allowed {
-			t.Fatalf("passed check %d: got %+v, want allowed", i+1, res)
+	pass := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			if res := c.check(t, c.store(i), CheckRequest{Rules: []Rule{ch}}); !res.Allowed {
+				t.Fatalf("passed check %d: got %+v, want allowed", i+1, res)
+			}
 		}
 	}
-	ch.Passed = false
-	res := c.check(t, c.a, CheckRequest{Rules: []Rule{ch}})
-	if !res.Challenge || res.Rules[0].Count > ch.Limit+1 || res.Rules[0].Count < ch.Limit {
-		t.Errorf("after 20 passes: got %+v, want a challenge with %d or %d entries (capped)", res, ch.Limit, ch.Limit+1)
+	probe := func(after, want int) {
+		t.Helper()
+		r := ch
+		r.Passed = false
+		res := c.check(t, c.a, CheckRequest{Rules: []Rule{r}, DryRun: true})
+		if !res.Challenge || res.Rules[0].Count != want {
+			t.Errorf("after %d passes: got %+v, want a challenge with %d entries", after, res, want)
+		}
 	}
+	pass(0, 20)
+	probe(20, 20)
+	pass(20, PassedKeep+5)
+	probe(PassedKeep+5, PassedKeep)
 }
 
 // reserveReq is a check of one roomy attempt rule (its own slot under

@@ -231,18 +231,20 @@ func bucketSpend(level float64, cost int) float64 { return max(level-float64(cos
 
 // distinctMost is how many values a distinct set keeps after an attempt
 // that passed a challenge (Rule.Passed) adds one to a full set: the newest
-// DistinctPassedKeep (or Limit+1, if more), the oldest beyond going. Up to
+// PassedKeep (or Limit+1, if more), the oldest beyond going. Up to
 // that many values in the window the set is exact: a value seen in the
 // window is admitted as present, as the contract says. The bound keeps
 // passed challenges from growing one key without limit (14 bytes a value;
 // redis.lua keeps the same); past it a dropped old value is no longer
 // admitted as present, which is stricter, never looser: whether a new
 // value fits depends only on the newest Limit values.
-func distinctMost(rule *Rule) int { return max(rule.Limit+1, DistinctPassedKeep) }
+func distinctMost(rule *Rule) int { return max(rule.Limit+1, PassedKeep) }
 
-// DistinctPassedKeep is the least number of values a distinct set keeps
-// when passed challenges overfill it (distinctMost).
-const DistinctPassedKeep = 1000
+// PassedKeep is the least number of entries a log, and of values a
+// distinct set, keeps when passed challenges overfill it (Rule.Passed):
+// up to that many in the window, both are exact (a log's reset is still
+// when its oldest entry leaves). redis.lua keeps the same number.
+const PassedKeep = 1000
 
 // firstMs returns the smallest t in [lo, hi] for which ok holds, given
 // that ok is monotone (false, then true) and holds at hi.

@@ -131,7 +131,7 @@ func (s *MemoryStore) Check(ctx context.Context, req *CheckRequest) (CheckResult
 			}
 			l.add(now, w, req.Cost)
 			if r.Passed {
-				l.keepNewest(r.Limit + req.Cost)
+				l.keepNewest(max(r.Limit+req.Cost, PassedKeep))
 			}
 		}
 	}

@@ -191,7 +191,8 @@ local logs = {}
 -- append writes s trimmed to (now-keep, now] plus c stamps of now and
 -- returns the stamp. A stamp is never below the last one (Redis TIME may
 -- step back), so logs stay sorted; that only ever counts an entry longer.
--- most, when given, keeps only the newest most stamps (passed challenges).
+-- most, when given, keeps only the newest most stamps (passed challenges:
+-- 1000 or limit + cost, kinds.go PassedKeep).
 -- cache: keep the written log in logs.
 local nowStamp -- spack('>I6', now), made by the call's first append
 local function append(k, s, c, keep, most, cache)
@@ -479,7 +480,7 @@ function kinds()
   -- seen now (moved to the end, so stamps stay ascending even when TIME
   -- steps back); it returns the stamp. most, when given, keeps only the
   -- newest most records (passed challenges: the newest 1000 or limit + 1,
-  -- kinds.go distinctMost and DistinctPassedKeep).
+  -- kinds.go distinctMost and PassedKeep).
   local function setSee(k, s, m, keep, most)
     local n = #s / DW
     local from = dfirst(s, n, now - keep)
@@ -752,7 +753,7 @@ local function run(keys, args)
         if once then
           local b = rb + 4 * (i - 1)
           local most = nil
-          if flags and flag(1 + i) then most = SN[b + 1] + cost end
+          if flags and flag(1 + i) then most = max(SN[b + 1] + cost, 1000) end
           -- Cached for a reservation, whose failure logs the store allows
           -- to be a rule's log too: its fail() must see this entry.
           at[i] = append(KEYS[i], v[i] or '', cost, ST[b + 3], most, escRes ~= nil)

@@ -46,9 +46,10 @@
 // lockout is active, CheckResult.Challenge is set: nothing is logged and no
 // denial failure is recorded. A rule with Passed set (a challenge the
 // person passed) admits the attempt whatever its count and logs Cost
-// entries like an admitting rule; its log then keeps only its newest
-// Limit+Cost entries, which decide every later attempt exactly as the full
-// log would, so passed challenges cannot grow a log without bound.
+// entries like an admitting rule; its log then keeps its newest
+// max(Limit+Cost, PassedKeep) entries: exact (count and reset) up to that
+// many in the window, and bounded beyond, where later attempts are
+// decided exactly as the full log would decide them.
 //
 // Report records a failure or a success:
 //
@@ -145,8 +146,8 @@ type Rule struct {
 	// see the package documentation.
 	Challenge bool
 	// Passed admits the attempt whatever the count and caps the log at
-	// its newest Limit+Cost entries (a challenge rule whose challenge the
-	// person passed); see the package documentation.
+	// its newest max(Limit+Cost, PassedKeep) entries (a challenge rule
+	// whose challenge the person passed); see the package documentation.
 	Passed bool
 }
 
