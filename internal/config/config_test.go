@@ -247,6 +247,11 @@ func TestParseConfigRejects(t *testing.T) {
 		{"syntax error", "listen: [1, 2\n", 1, "invalid YAML"},
 		{"tab indentation", "store:\n\tbudget: 1s\n", 2, "invalid YAML"},
 		{"top not a mapping", "- a\n- b\n", 1, "config must be a mapping"},
+		{"second document", "instance: a\n---\nbogus: 1\n", 2, "the file holds more than one YAML document"},
+		{"second document after an empty one", "instance: a\n---\n---\nbogus: 1\n", 3, "the file holds more than one YAML document"},
+		{"second document null", "instance: a\n---\n~\n", 2, "the file holds more than one YAML document"},
+		{"second document inline", "instance: a\n--- bogus\n", 2, "the file holds more than one YAML document"},
+		{"syntax error in second document", "instance: a\n---\nstore:\n\tbudget: 1s\n", 4, "invalid YAML"},
 		{"unknown top key", "listen: 127.0.0.1:1\nlisten_addr: x\n", 2, `unknown key "listen_addr"`},
 		{"duplicate top key", "instance: a\ninstance: b\n", 2, `key "instance" appears twice (first on line 1)`},
 		{"bad listen", "listen: localhost\n", 1, "not host:port"},
@@ -342,6 +347,32 @@ func TestParseConfigRejects(t *testing.T) {
 				t.Errorf("error = %q, want a line starting %q containing %q", err, prefix, tt.want)
 			}
 		})
+	}
+}
+
+// TestParseConfigOneDocument: documents with nothing in them, around the
+// one that holds the config, are harmless and accepted (docs/configuration.md).
+func TestParseConfigOneDocument(t *testing.T) {
+	tests := []struct{ name, yaml string }{
+		{"leading marker", "---\ninstance: a\n"},
+		{"trailing marker", "instance: a\n---\n"},
+		{"trailing markers", "instance: a\n---\n---\n"},
+		{"trailing comment", "instance: a\n---\n# instance: b\n"},
+		{"end marker", "instance: a\n...\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse("guard.yaml", []byte(tt.yaml), noEnv)
+			if err != nil {
+				t.Fatalf("Parse(%q): %v", tt.yaml, err)
+			}
+			if got, want := cfg.Instance(), "a"; got != want {
+				t.Errorf("Instance = %q, want %q", got, want)
+			}
+		})
+	}
+	if _, err := Parse("guard.yaml", []byte("# nothing but a comment\n"), noEnv); err != nil {
+		t.Errorf("Parse(comment only): %v", err)
 	}
 }
 

@@ -1,8 +1,10 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"reflect"
 	"regexp"
@@ -93,18 +95,52 @@ func (d *decoder) err() error { return errors.Join(d.errs...) }
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
 // parseYAML parses data into its document node, turning the parser's syntax
-// errors into FILE:LINE errors.
+// errors into FILE:LINE errors. The file must hold one YAML document: a
+// second one would otherwise be silently ignored, and Guard would run on a
+// config it half read. Empty documents after the first (a file ending in
+// "---") hold nothing to ignore and are accepted.
 func parseYAML(file string, data []byte) (*yaml.Node, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		msg := err.Error()
-		if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
-			line, _ := strconv.Atoi(m[1])
-			return nil, &Error{File: file, Line: line, Msg: "invalid YAML: " + m[2]}
-		}
-		return nil, &Error{File: file, Msg: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
+	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+		return &doc, nil // comments only: an empty config
+	} else if err != nil {
+		return nil, yamlError(file, err)
 	}
-	return &doc, nil
+	for {
+		var more yaml.Node
+		err := dec.Decode(&more)
+		if errors.Is(err, io.EOF) {
+			return &doc, nil
+		}
+		if err != nil {
+			return nil, yamlError(file, err)
+		}
+		if !emptyDocument(&more) {
+			return nil, &Error{File: file, Line: more.Line, Msg: "the file holds more than one YAML document"}
+		}
+	}
+}
+
+// emptyDocument reports whether n is a document with nothing in it (not
+// even an explicit null such as "~").
+func emptyDocument(n *yaml.Node) bool {
+	if len(n.Content) == 0 {
+		return true
+	}
+	c := n.Content[0]
+	return len(n.Content) == 1 && c.Kind == yaml.ScalarNode && c.ShortTag() == "!!null" && c.Value == "" &&
+		c.Style == 0 && c.Anchor == ""
+}
+
+// yamlError turns a parser error into a FILE:LINE error where it has a line.
+func yamlError(file string, err error) error {
+	msg := err.Error()
+	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return &Error{File: file, Line: line, Msg: "invalid YAML: " + m[2]}
+	}
+	return &Error{File: file, Msg: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
 }
 
 // resolve follows aliases so anchors (&x / *x) work anywhere.
