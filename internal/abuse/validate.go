@@ -48,19 +48,34 @@ type PolicyError struct {
 }
 
 func (e *PolicyError) Error() string {
-	where := ""
-	switch {
-	case e.Action != "":
-		where = fmt.Sprintf("action %q: ", e.Action)
-	case e.Section == "allow" || e.Section == "deny":
-		where = "lists: "
-	}
-	if e.Section != "" && e.Section != "name" {
-		where += e.Section
+	if e.Section == "allow" || e.Section == "deny" {
+		// A list entry is named as the config file writes it:
+		// lists.allow.users[1].
+		where := "lists." + e.Section
+		if e.Field != "" {
+			where += "." + e.Field
+		}
 		if e.Index >= 0 {
 			where += fmt.Sprintf("[%d]", e.Index)
 		}
-		if e.Field != "" {
+		return where + ": " + e.Message
+	}
+	where := ""
+	if e.Action != "" {
+		where = fmt.Sprintf("action %q: ", e.Action)
+	}
+	if e.Section != "" && e.Section != "name" {
+		where += e.Section
+		switch {
+		case e.Section == "lockout" && e.Index >= 0:
+			// The index is a ladder step's: lockout.ladder[1].
+			where += fmt.Sprintf(".%s[%d]", e.Field, e.Index)
+		case e.Index >= 0:
+			where += fmt.Sprintf("[%d]", e.Index)
+			if e.Field != "" {
+				where += "." + e.Field
+			}
+		case e.Field != "":
 			where += "." + e.Field
 		}
 		where += ": "
@@ -304,12 +319,12 @@ func validateList(ps *problems, section string, l *List) {
 	users := make([]string, len(l.Users))
 	for i, u := range l.Users {
 		if u == "" {
-			fail(i, "users", "users[%d] must not be empty", i)
+			fail(i, "users", "must not be empty")
 			continue
 		}
 		n, err := NormalizeUser(u)
 		if err != nil {
-			fail(i, "users", "%v", err)
+			fail(i, "users", "%s", inputMessage(err))
 		}
 		users[i] = n
 	}
@@ -317,11 +332,11 @@ func validateList(ps *problems, section string, l *List) {
 	devices := make([]string, len(l.Devices))
 	for i, d := range l.Devices {
 		if d == "" {
-			fail(i, "devices", "devices[%d] must not be empty", i)
+			fail(i, "devices", "must not be empty")
 			continue
 		}
 		if _, err := NormalizeDevice(d); err != nil {
-			fail(i, "devices", "%v", err)
+			fail(i, "devices", "%s", inputMessage(err))
 		}
 		devices[i] = d
 	}
@@ -330,11 +345,21 @@ func validateList(ps *problems, section string, l *List) {
 	for i, c := range l.Countries {
 		r, ok := NormalizeRegion(c)
 		if !ok {
-			fail(i, "countries", "countries[%d]: %q is not an ISO 3166 region with a numbering plan (e.g. GB, US; %s for non-geographic numbers)", i, c, NonGeoRegion)
+			fail(i, "countries", "%q is not an ISO 3166 region with a numbering plan (e.g. GB, US; %s for non-geographic numbers)", c, NonGeoRegion)
 		}
 		countries[i] = r
 	}
 	l.Countries = countries
+}
+
+// inputMessage is what is wrong with a list entry, without the API's error
+// code and field (the problem names the entry).
+func inputMessage(err error) string {
+	var ie *InputError
+	if errors.As(err, &ie) {
+		return ie.Message
+	}
+	return err.Error()
 }
 
 // unmapPrefix turns an IPv4-mapped IPv6 prefix (::ffff:10.0.0.0/104) into

@@ -2,6 +2,7 @@ package abuse
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -196,5 +197,42 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	var pe *PolicyError
 	if !errors.As(err, &pe) || pe.Action != "login" || pe.Field != "dimension" {
 		t.Errorf("first problem = %+v, want login's dimension", pe)
+	}
+}
+
+// TestValidateNamesListEntries: a list problem names its entry as the config
+// file writes it, once, without the API's error code.
+func TestValidateNamesListEntries(t *testing.T) {
+	p := Policy{
+		Actions: map[string]Action{"x": {Limits: []Rule{{Dimension: DimIP, Limit: 1, Window: time.Second}}}},
+		Allow:   List{CIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), {}}, Users: []string{"bob", "   "}},
+		Deny:    List{Devices: []string{""}, Users: []string{"a\x00b"}, Countries: []string{"Narnia"}},
+	}
+	err := p.Validate()
+	if err == nil {
+		t.Fatal("Validate() = nil, want the list problems")
+	}
+	got := strings.Split(err.Error(), "\n")
+	want := []string{
+		"lists.allow.cidrs[1]: invalid CIDR",
+		"lists.allow.users[1]: user is empty after normalisation",
+		"lists.deny.users[0]: user must not contain NUL",
+		"lists.deny.devices[0]: must not be empty",
+		`lists.deny.countries[0]: "Narnia" is not an ISO 3166 region with a numbering plan (e.g. GB, US; 001 for non-geographic numbers)`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestValidateNamesLadderSteps: a ladder step is lockout.ladder[i].
+func TestValidateNamesLadderSteps(t *testing.T) {
+	p := Policy{Actions: map[string]Action{"login": {
+		Failures: []Rule{{Dimension: DimUser, Limit: 5, Window: time.Minute}},
+		Lockout:  Lockout{Ladder: []time.Duration{time.Minute, 0}},
+	}}}
+	err := p.Validate()
+	if got, want := fmt.Sprint(err), `action "login": lockout.ladder[1]: ladder step must be at least 1ms, not 0s`; got != want {
+		t.Errorf("Validate() = %q, want %q", got, want)
 	}
 }
