@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -80,8 +81,9 @@ func (d *decoder) apiKeys(entries []apiKey) []api.Key {
 
 // validatePolicy runs abuse's validation (which also fills defaults and
 // normalises list users) and points each problem at the file's line,
-// leaving out those on a line the decoder has already complained about
-// (a limit that was not a number is not also "below 1").
+// leaving out those about a value the decoder has already rejected, or
+// one below it (a limit that was not a number is not also "below 1", a
+// ladder step that was not a duration not also "at least 1ms").
 func (d *decoder) validatePolicy(cfg *Config) {
 	err := cfg.Guard.Policy.Validate()
 	if err == nil {
@@ -98,8 +100,11 @@ func (d *decoder) validatePolicy(cfg *Config) {
 			continue
 		}
 		paths := policyPaths(pe)
-		if d.bad[paths[0]] || (pe.Index >= 0 && d.bad[ruleOf(paths[0])]) {
+		if slices.ContainsFunc(paths, func(p string) bool { return d.bad[p] }) {
 			continue // the decoder has said what is wrong with this value
+		}
+		if pe.Section == "" && pe.Field == "" && d.faulted[paths[0]] {
+			continue // an action without rules but with a misspelt key: the key is the problem
 		}
 		line, msg := d.policyLine(paths), pe.Error()
 		if pe.PriorIndex >= 0 {
@@ -122,17 +127,10 @@ func (d *decoder) policyLine(paths []string) int {
 	return 0
 }
 
-// ruleOf cuts a path's field: "actions.a.limits[0].limit" is in
-// "actions.a.limits[0]".
-func ruleOf(path string) string {
-	if i := strings.LastIndex(path, "]."); i >= 0 {
-		return path[:i+1]
-	}
-	return path
-}
-
 // policyPaths lists the file paths a policy problem may be about, most
-// precise first.
+// precise first: the value's (in either spelling, "lists.allow[1].cidrs"
+// and "lists.allow.cidrs[1]"), then those of what holds it. A problem under
+// a value the decoder rejected is the decoder's problem seen again.
 func policyPaths(e *abuse.PolicyError) []string {
 	var base, sec string
 	switch {

@@ -49,12 +49,17 @@ type decoder struct {
 	file  string
 	errs  []error
 	lines map[string]int
-	// bad holds the paths the decoder itself reported a problem at.
+	// bad holds the paths whose value the decoder rejected, a required
+	// key that is missing included: what is there (or below) is a zero
+	// stand-in, so later checks of it would only invent problems.
 	bad map[string]bool
+	// faulted holds the mappings the decoder rejected a key of (unknown,
+	// twice, a merge key): their other keys were read.
+	faulted map[string]bool
 }
 
 func newDecoder(file string) *decoder {
-	return &decoder{file: file, lines: map[string]int{}, bad: map[string]bool{}}
+	return &decoder{file: file, lines: map[string]int{}, bad: map[string]bool{}, faulted: map[string]bool{}}
 }
 
 func firstString(args []any) (string, bool) {
@@ -65,22 +70,38 @@ func firstString(args []any) (string, bool) {
 	return s, ok
 }
 
+// errorf reports that the value at n is wrong.
 func (d *decoder) errorf(n *yaml.Node, format string, args ...any) {
 	// Every message starts with the path it is about: remember it, so
 	// the policy's validation does not report the same value again.
 	if p, ok := firstString(args); ok && strings.HasPrefix(format, "%s") {
 		d.bad[p] = true
 	}
-	line := 0
-	if n != nil {
-		line = n.Line
-	}
+	d.report(lineOf(n), format, args...)
+}
+
+// keyErrorf reports a wrong key of the mapping at path; the mapping's
+// other keys are still read.
+func (d *decoder) keyErrorf(n *yaml.Node, path, format string, args ...any) {
+	d.faulted[path] = true
+	d.report(lineOf(n), "%s: "+format, append([]any{path}, args...)...)
+}
+
+// report reports a problem at line, unconditionally.
+func (d *decoder) report(line int, format string, args ...any) {
 	d.errs = append(d.errs, &Error{File: d.file, Line: line, Msg: fmt.Sprintf(format, args...)})
+}
+
+func lineOf(n *yaml.Node) int {
+	if n == nil {
+		return 0
+	}
+	return n.Line
 }
 
 // errorAt reports a problem at the line of path (0 when unknown).
 func (d *decoder) errorAt(path string, format string, args ...any) {
-	d.errs = append(d.errs, &Error{File: d.file, Line: d.lines[path], Msg: fmt.Sprintf(format, args...)})
+	d.report(d.lines[path], format, args...)
 }
 
 // has reports whether path was in the file.
@@ -274,15 +295,15 @@ func (d *decoder) entries(n *yaml.Node, path string) []entry {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := resolve(n.Content[i])
 		if k.Kind != yaml.ScalarNode {
-			d.errorf(k, "%s: keys must be plain names", path)
+			d.keyErrorf(k, path, "keys must be plain names")
 			continue
 		}
 		if k.ShortTag() == "!!merge" {
-			d.errorf(k, "%s: merge keys (<<) are not supported", path)
+			d.keyErrorf(k, path, "merge keys (<<) are not supported")
 			continue
 		}
 		if line, dup := seen[k.Value]; dup {
-			d.errorf(k, "%s: key %q appears twice (first on line %d)", path, k.Value, line)
+			d.keyErrorf(k, path, "key %q appears twice (first on line %d)", k.Value, line)
 			continue
 		}
 		seen[k.Value] = k.Line
@@ -318,7 +339,7 @@ func (d *decoder) structure(n *yaml.Node, path string, v reflect.Value) {
 				known = append(known, k)
 			}
 			slices.Sort(known)
-			d.errorf(e.key, "%s: unknown key %q (known: %s)", path, e.key.Value, strings.Join(known, ", "))
+			d.keyErrorf(e.key, path, "unknown key %q (known: %s)", e.key.Value, strings.Join(known, ", "))
 			continue
 		}
 		f := t.Field(i)
@@ -333,7 +354,8 @@ func (d *decoder) structure(n *yaml.Node, path string, v reflect.Value) {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 		if f.Tag.Get("required") == "true" && !given[name] {
-			d.errorf(n, "%s: %s is required", path, name)
+			d.bad[join(path, name)] = true
+			d.keyErrorf(n, path, "%s is required", name)
 		}
 	}
 }
