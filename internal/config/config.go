@@ -258,10 +258,10 @@ func (d *decoder) fill(cfg *Config, f *file) {
 	}
 	if s := f.Redis.Sentinel; s != nil {
 		cfg.Redis.Sentinel = &limits.SentinelConfig{Master: s.Master, Addrs: s.Addrs}
-		if s.Master == "" {
+		if s.Master == "" && !d.bad["redis.sentinel.master"] {
 			d.errorAt("redis.sentinel", "redis.sentinel: master is required (the name the sentinels know it by)")
 		}
-		if len(s.Addrs) == 0 {
+		if len(s.Addrs) == 0 && !d.bad["redis.sentinel.addrs"] {
 			d.errorAt("redis.sentinel", "redis.sentinel: addrs is required (the sentinels' host:port)")
 		}
 		for i, a := range s.Addrs {
@@ -270,7 +270,8 @@ func (d *decoder) fill(cfg *Config, f *file) {
 			}
 		}
 		if d.has("redis.cluster") {
-			d.errorAt("redis.sentinel", "redis: give cluster or sentinel, not both")
+			// Both keys are there, whatever their values.
+			d.report(d.lines["redis.sentinel"], "redis: give cluster or sentinel, not both")
 		}
 	}
 	if hasRedisURL && (d.has("redis.cluster") || d.has("redis.sentinel")) {

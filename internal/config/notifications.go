@@ -51,7 +51,7 @@ func (d *decoder) notificationSecret(cfg *Config, env Env) {
 	if v := env.Get(EnvNotificationsSecret); v != "" {
 		cfg.Notify.Secret = v
 	}
-	if cfg.Notify.WebhookURL != "" && cfg.Notify.Secret == "" {
+	if cfg.Notify.WebhookURL != "" && cfg.Notify.Secret == "" && !d.bad["notifications.secret"] {
 		d.errorAt("notifications.webhook_url", "notifications.secret is required with a webhook_url (set it or %s): receivers verify every delivery's signature with it", EnvNotificationsSecret)
 	}
 	if n := len(cfg.Notify.Secret); n > 0 && n < WeakSecretBytes {

@@ -99,9 +99,14 @@ func lineOf(n *yaml.Node) int {
 	return n.Line
 }
 
-// errorAt reports a problem at the line of path (0 when unknown).
+// errorAt reports a problem of the value at path, at its line (0 when
+// unknown), unless the decoder has already rejected that value: a check
+// of its zero stand-in ("" for a value that was not a string) would only
+// invent a second problem.
 func (d *decoder) errorAt(path string, format string, args ...any) {
-	d.report(d.lines[path], format, args...)
+	if !d.bad[path] {
+		d.report(d.lines[path], format, args...)
+	}
 }
 
 // has reports whether path was in the file.
