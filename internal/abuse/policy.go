@@ -108,8 +108,9 @@ type Lockout struct {
 	// Ladder holds the lockout duration per level.
 	Ladder []time.Duration `yaml:"ladder"`
 	// Decay is the quiet time after which the level returns to 0; default
-	// DefaultDecay (72h).
-	Decay time.Duration `yaml:"decay"`
+	// DefaultDecay (72h). A config file's explicit decay must be at least
+	// 1ms (min): only an absent one takes the default.
+	Decay time.Duration `yaml:"decay" min:"1ms"`
 	// Ledger names the shared lockout state; default: the action's name.
 	Ledger string `yaml:"ledger"`
 	// CountDenials records each rate-limit denial as a failure.

@@ -287,6 +287,9 @@ func TestParseConfigRejects(t *testing.T) {
 		{"empty ladder", "actions:\n  login:\n    failures: [{dimension: user, limit: 5, window: 1m}]\n    lockout: {ladder: []}\n", 4, "at least one step"},
 		{"bad ladder step", "actions:\n  login:\n    failures: [{dimension: user, limit: 5, window: 1m}]\n    lockout:\n      ladder: [1m, 5x]\n", 5, `"5x" is not a duration`},
 		{"bad decay", "actions:\n  login:\n    failures: [{dimension: user, limit: 5, window: 1m}]\n    lockout:\n      ladder: [1m]\n      decay: soon\n", 6, "is not a duration"},
+		{"decay zero", "actions:\n  login:\n    failures: [{dimension: user, limit: 5, window: 1m}]\n    lockout: {ladder: [1m], decay: 0s}\n", 4, "actions.login.lockout.decay must be at least 1ms, not 0s"},
+		{"decay sub-millisecond", "actions:\n  login:\n    failures: [{dimension: user, limit: 5, window: 1m}]\n    lockout:\n      decay: 500us\n", 5, "whole milliseconds"},
+		{"decay negative", "actions:\n  login:\n    failures: [{dimension: user, limit: 5, window: 1m}]\n    lockout:\n      decay: -1h\n", 5, "decay must be at least 1ms, not -1h"},
 		{"count_denials without failures", "actions:\n  login:\n    limits: [{dimension: ip, limit: 5, window: 1m}]\n    lockout: {ladder: [1m], count_denials: true}\n", 4, "count_denials needs failures"},
 		{"bad on_store_failure", "actions:\n  login:\n    limits: [{dimension: ip, limit: 5, window: 1m}]\n    on_store_failure: panic\n", 4, "must be local, allow or deny"},
 		{"limits not a list", "actions:\n  login:\n    limits: {dimension: ip}\n", 3, "must be a list"},
@@ -373,6 +376,32 @@ func TestParseConfigOneDocument(t *testing.T) {
 	}
 	if _, err := Parse("guard.yaml", []byte("# nothing but a comment\n"), noEnv); err != nil {
 		t.Errorf("Parse(comment only): %v", err)
+	}
+}
+
+// TestParseConfigDecay: an absent decay is the default, an explicit one is
+// kept (0s is refused: TestParseConfigRejects).
+func TestParseConfigDecay(t *testing.T) {
+	const action = "actions:\n  login:\n    failures: [{dimension: user, limit: 5, window: 1m}]\n"
+	tests := []struct {
+		name, lockout string
+		want          time.Duration
+	}{
+		{"absent", "    lockout: {ladder: [1m]}\n", abuse.DefaultDecay},
+		{"no lockout", "", abuse.DefaultDecay},
+		{"1ms", "    lockout: {ladder: [1m], decay: 1ms}\n", time.Millisecond},
+		{"24h", "    lockout: {ladder: [1m], decay: 24h}\n", 24 * time.Hour},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse("guard.yaml", []byte(action+tt.lockout), noEnv)
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if got := cfg.Guard.Policy.Actions["login"].Lockout.Decay; got != tt.want {
+				t.Errorf("Decay = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
 
