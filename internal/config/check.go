@@ -41,8 +41,9 @@ type CheckResult struct {
 
 // Check loads the config exactly as serve does (Load: the file of path or
 // GUARD_CONFIG, then the environment) and reports every problem and
-// warning, serve's key secret rule (EnsureKeySecret) included. cfg is nil
-// when there are problems.
+// warning, serve's key secret rule (EnsureKeySecret) and its spool
+// directories (one it could not create, checked without creating
+// anything) included. cfg is nil when there are problems.
 func Check(path string, env Env) (*Config, CheckResult) {
 	if path == "" {
 		path = env.Get(EnvConfig)
@@ -60,6 +61,10 @@ func Check(path string, env Env) (*Config, CheckResult) {
 	// harmless here).
 	if _, err := cfg.EnsureKeySecret(); err != nil {
 		res.Problems = []error{fmt.Errorf("%s: %w", res.Name, err)}
+	}
+	// serve creates its spools at start: one it cannot create stops it.
+	res.Problems = append(res.Problems, cfg.spoolProblems()...)
+	if len(res.Problems) > 0 {
 		return nil, res
 	}
 	res.Warnings = cfg.Warnings

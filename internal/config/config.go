@@ -74,6 +74,9 @@ type Config struct {
 	Notify notify.Config
 	// Env is the environment the config was read with.
 	Env Env
+	// spools are the spool directories serve would open at start, for
+	// Check (spool.go).
+	spools []spoolSetting
 	// Warnings are settings Guard accepts but advises against (an API
 	// key shorter than WeakSecretBytes, a policy that departs from
 	// published guidance: advice.go); serve logs them at start and
@@ -223,6 +226,7 @@ func Parse(path string, data []byte, env Env) (*Config, error) {
 		cfg.Writer.SpoolDir = env.DefaultSpoolDir(os.TempDir())
 	}
 	notificationSpool(cfg)
+	d.spoolSettings(cfg, env)
 	return cfg, nil
 }
 
