@@ -112,6 +112,7 @@ func (g *Guard) Lockouts(ctx context.Context, f LockoutFilter) (LockoutPage, err
 		return true
 	}
 
+	q.Partner = g.strikeKeyOf
 	page, err := g.store.Lockouts(ctx, &q)
 	if errors.Is(err, limits.ErrBadCursor) {
 		// Sealed by Guard for this listing, but of the other store: Redis

@@ -25,3 +25,16 @@ const (
 func (g *Guard) isManualKey(key string) bool {
 	return strings.HasSuffix(key, "!m") || strings.Contains(key, "!m:")
 }
+
+// strikeKeyOf names the strike record of a manual lock record (its key
+// without "!m"), "" for any other key: a listing's manual entry answers
+// that record's level, the key's level (limits.LockQuery.Partner).
+func (g *Guard) strikeKeyOf(key string) string {
+	if !g.isManualKey(key) {
+		return ""
+	}
+	if k, ok := strings.CutSuffix(key, "!m"); ok {
+		return k
+	}
+	return strings.Replace(key, "!m:", ":", 1)
+}

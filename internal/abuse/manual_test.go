@@ -79,10 +79,11 @@ func TestManualLock(t *testing.T) {
 		if err != nil || len(got) != 1 || got[0].Level != 1 {
 			t.Fatalf("Lock(user+ip) = %+v, %v; want one entry at level 1", got, err)
 		}
-		// Listed as two entries: the manual one (level 0, ending last)
-		// and the struck one.
+		// Listed as two entries: the manual one (ending last, at the
+		// key's level, as Lock answered and checks see it) and the struck
+		// one.
 		list, _ = listOf(g.Lockouts(ctx, LockoutFilter{Dimension: DimUserIP}))
-		if len(list) != 2 || !list[0].Manual || list[0].Level != 0 || !list[0].Until.Equal(got[0].Until) || deref(list[0].User) != "alice" ||
+		if len(list) != 2 || !list[0].Manual || list[0].Level != 1 || !list[0].Until.Equal(got[0].Until) || deref(list[0].User) != "alice" ||
 			list[1].Manual || list[1].Level != 1 {
 			t.Fatalf("listing user+ip = %+v; want the manual entry, then the struck one at level 1", list)
 		}

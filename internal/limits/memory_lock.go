@@ -145,7 +145,24 @@ func (s *MemoryStore) Lockouts(ctx context.Context, q *LockQuery) (LockPage, err
 		}
 		sh.mu.Unlock()
 	}
-	return pageLocks(out, now, q)
+	page, err := pageLocks(out, now, q)
+	if err != nil || q.Partner == nil {
+		return page, err
+	}
+	// A manual record answers its strike record's level (LockQuery.Partner).
+	for i := range page.Locks {
+		k := q.Partner(page.Locks[i].Key)
+		if k == "" {
+			continue
+		}
+		sh := s.shard(k)
+		sh.mu.Lock()
+		if rec, ok := sh.locks[k]; ok && rec.expires > now {
+			page.Locks[i].Level = rec.state(k).Level
+		}
+		sh.mu.Unlock()
+	}
+	return page, nil
 }
 
 // recordFailure logs one failure in each of esc's failure logs but those

@@ -41,9 +41,51 @@ func (s *RedisStore) Lockouts(ctx context.Context, q *LockQuery) (LockPage, erro
 		if err != nil {
 			return LockPage{}, err
 		}
-		return pageLocks(locks, now, q)
+		page, err := pageLocks(locks, now, q)
+		if err != nil {
+			return LockPage{}, err
+		}
+		return page, s.partnerLevels(ctx, page.Locks, q.Partner)
 	}
-	return s.scanLockouts(ctx, q, now)
+	page, err := s.scanLockouts(ctx, q, now)
+	if err != nil {
+		return LockPage{}, err
+	}
+	return page, s.partnerLevels(ctx, page.Locks, q.Partner)
+}
+
+// partnerLevels gives each manual record of a page the level of its
+// strike record, when that exists (LockQuery.Partner): one pipeline for
+// the page.
+func (s *RedisStore) partnerLevels(ctx context.Context, locks []LockState, partner func(string) string) error {
+	if partner == nil {
+		return nil
+	}
+	var idx []int
+	var keys []string
+	for i := range locks {
+		if k := partner(locks[i].Key); k != "" {
+			idx = append(idx, i)
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	pipe := s.client.Pipeline()
+	cmds := make([]*redis.StringCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.Get(ctx, k)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return redisError("read strike records", err)
+	}
+	for j, cmd := range cmds {
+		if st, ok := parseLockRecord(keys[j], cmd.Val()); ok {
+			locks[idx[j]].Level = st.Level
+		}
+	}
+	return nil
 }
 
 // readLocks reads lock records (pipelined; on Cluster split by node);

@@ -366,6 +366,11 @@ type LockQuery struct {
 	Pattern string
 	// Keep, when set, drops candidates before paging.
 	Keep func(LockState) bool
+	// Partner, when set, names the strike record of a manual lock record
+	// ("" for any other key): a manual record's entry then carries the
+	// level of its strike record when that exists, the key's level, as
+	// Lock answers it and checks see it.
+	Partner func(key string) string
 	// Limit is the most lockouts a page holds; 1 to 1000.
 	Limit int
 	// Cursor is a page's Next, or "" for the first page.
