@@ -169,6 +169,16 @@ func TestRequestIDOnEveryAnswer(t *testing.T) {
 // A request with both Content-Length and Transfer-Encoding is answered and
 // its connection closed, so a request smuggled behind it is never served.
 func TestContentLengthWithTransferEncodingClosesConnection(t *testing.T) {
+	for _, proto := range []string{"HTTP/1.1", "HTTP/1.0"} {
+		t.Run(proto, func(t *testing.T) { testCLWithTE(t, proto) })
+	}
+}
+
+// testCLWithTE sends, on proto, a request with both headers and a
+// smuggled one behind it. On HTTP/1.0 (with keep-alive asked for) net/http
+// drops Transfer-Encoding unseen and frames the body by Content-Length, so
+// there the whole chunked text is the body.
+func testCLWithTE(t *testing.T, proto string) {
 	checks := 0
 	h := newTestHandler(t, testConfig(), Deps{Guard: &fakeGuard{
 		check: func(_ context.Context, in abuse.CheckInput) (abuse.Decision, error) {
@@ -184,12 +194,16 @@ func TestContentLengthWithTransferEncodingClosesConnection(t *testing.T) {
 	}
 	defer conn.Close()
 	body := `{"action":"login","user":"a"}`
-	smuggled := "POST /v1/check HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + keyCheck +
+	smuggled := "POST /v1/check " + proto + "\r\nHost: x\r\nConnection: keep-alive\r\nAuthorization: Bearer " + keyCheck +
 		"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
-	chunk := body
-	raw := "POST /v1/check HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + keyCheck +
-		"\r\nContent-Type: application/json\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n" +
-		strconv.FormatInt(int64(len(chunk)), 16) + "\r\n" + chunk + "\r\n0\r\n\r\n" + smuggled
+	framed := strconv.FormatInt(int64(len(body)), 16) + "\r\n" + body + "\r\n0\r\n\r\n"
+	length := 4
+	if proto == "HTTP/1.0" {
+		framed, length = body, len(body)
+	}
+	raw := "POST /v1/check " + proto + "\r\nHost: x\r\nConnection: keep-alive\r\nAuthorization: Bearer " + keyCheck +
+		"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(length) + "\r\nTransfer-Encoding: chunked\r\n\r\n" +
+		framed + smuggled
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.WriteString(conn, raw); err != nil {
 		t.Fatal(err)

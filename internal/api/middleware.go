@@ -153,10 +153,14 @@ func recovery() gin.HandlerFunc {
 // where Guard sees body, or the reverse, so nothing more is read from that
 // connection. net/http removes the Content-Length of a chunked request
 // before Guard sees it, so every request with Transfer-Encoding is treated
-// so; callers that send chunked bodies pay a reconnect, nobody else.
+// so; callers that send chunked bodies pay a reconnect, nobody else. On
+// HTTP/1.0 net/http drops Transfer-Encoding unseen (and frames the body by
+// Content-Length), so every HTTP/1.0 request closes its connection: one
+// that came with both cannot be told apart, and HTTP/1.0 keep-alive is
+// rare (nginx's proxy_pass speaks HTTP/1.0 with Connection: close anyway).
 func closeAfterChunked() gin.HandlerFunc {
 	return func(c *gin.Context) {
-		if len(c.Request.TransferEncoding) > 0 {
+		if len(c.Request.TransferEncoding) > 0 || !c.Request.ProtoAtLeast(1, 1) {
 			c.Header("Connection", "close")
 		}
 		c.Next()
