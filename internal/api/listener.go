@@ -16,6 +16,7 @@ import (
 // transfer coding or protocol version it does not support (net/http's 501
 // and 505, here 400: no input makes Guard answer 5xx) and an Expect it
 // does not know (417). Each gets the JSON error body and an X-Request-Id,
+// and net/http's 200 to "OPTIONS *" gets the X-Request-Id;
 // as every answer does (contract "Errors", v1.1 "HTTP conformance"), and
 // still closes the connection. Every other write passes through
 // untouched.
@@ -59,9 +60,13 @@ func (c wireConn) CloseWrite() error {
 // fields sorted (Connection before Content-Type), then Date.
 const netHTTPErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
 
+// globalOptionsAnswer starts net/http's answer to "OPTIONS *"; a handler's
+// answer always carries X-Request-Id (sorted before Date) instead.
+const globalOptionsAnswer = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nDate: "
+
 // rewriteServerAnswer returns Guard's answer for p when p is one that
-// net/http wrote by itself: an error answer of conn.serve, or 417, which
-// no handler of Guard's writes.
+// net/http wrote by itself: an error answer of conn.serve, 417, which no
+// handler of Guard's writes, or the answer to "OPTIONS *".
 func rewriteServerAnswer(p []byte) ([]byte, bool) {
 	const proto = "HTTP/1.1 "
 	if len(p) < len(proto)+3 || string(p[:len(proto)]) != proto {
@@ -78,6 +83,14 @@ func rewriteServerAnswer(p []byte) ([]byte, bool) {
 	}
 	var message string
 	switch {
+	case bytes.HasPrefix(p, []byte(globalOptionsAnswer)):
+		// OPTIONS *, which net/http answers itself: 200 with no body,
+		// given the request id every answer carries.
+		out := make([]byte, 0, len(p)+64)
+		out = append(out, p[:end]...)
+		out = append(out, "\r\nX-Request-Id: "...)
+		out = append(out, newRequestID()...)
+		return append(out, p[end:]...), true
 	case code == http.StatusExpectationFailed:
 		message = "unsupported Expect header; only 100-continue is supported"
 	case bytes.HasPrefix(p[end:], []byte(netHTTPErrorHeaders)):

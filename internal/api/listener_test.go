@@ -96,6 +96,26 @@ func TestListenerAnswersNetHTTPErrorsAsGuard(t *testing.T) {
 		})
 	}
 
+	t.Run("OPTIONS *", func(t *testing.T) {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(conn, "OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("X-Request-Id") == "" || resp.ContentLength != 0 {
+			t.Fatalf("OPTIONS *: %d %v, want 200 with an X-Request-Id and no body", resp.StatusCode, resp.Header)
+		}
+	})
+
 	t.Run("a handler's answer passes", func(t *testing.T) {
 		resp, err := http.Get("http://" + addr + "/x")
 		if err != nil {
