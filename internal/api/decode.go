@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net/http"
 	"reflect"
 	"strings"
 	"sync"
@@ -13,6 +14,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/guardhq/guard/sdk"
 )
 
 // MaxBodyBytes is the largest request body Guard reads (8 KiB); larger
@@ -35,6 +38,13 @@ func readJSONBody(c *gin.Context, buf []byte) ([]byte, error) {
 	mt, _, err := mime.ParseMediaType(c.GetHeader("Content-Type"))
 	if err != nil || mt != "application/json" {
 		return nil, errMediaType
+	}
+	if ce := c.GetHeader("Content-Encoding"); ce != "" && !strings.EqualFold(strings.TrimSpace(ce), "identity") {
+		// A compressed body read as JSON would be garbage, and a body
+		// that claims a coding it does not have is not what was meant
+		// (RFC 9110 §8.4: 415).
+		return nil, &Error{Status: http.StatusUnsupportedMediaType, Code: sdk.CodeUnsupportedMediaType,
+			Message: fmt.Sprintf("Content-Encoding %q is not supported; send the JSON body uncompressed", ce)}
 	}
 	if c.Request.ContentLength > MaxBodyBytes {
 		return nil, errTooLarge
@@ -191,7 +201,12 @@ func decodeError(err error, dst any) error {
 		if field == "" {
 			return badRequest("", "malformed JSON")
 		}
-		return badRequest(field, fmt.Sprintf("%s must be %s, not %s", field, typeName(me.GoType), kindName(me.JSONKind)))
+		want, got := typeName(me.GoType), kindName(me.JSONKind)
+		if want == "an integer" && got == "a number" {
+			// 1.5, 2.0 or 1e0: an integer field takes digits only.
+			return badRequest(field, field+" must be an integer written without a fraction or exponent (such as 2)")
+		}
+		return badRequest(field, fmt.Sprintf("%s must be %s, not %s", field, want, got))
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return badRequest("", "malformed JSON: unexpected end of input")
 	}

@@ -323,3 +323,24 @@ func TestDecodeStrictFindsNULAnywhere(t *testing.T) {
 		}
 	}
 }
+
+// A body that says it is compressed is 415 (it would be garbage read as
+// JSON); identity is no coding.
+func TestContentEncodingRefused(t *testing.T) {
+	guard := &fakeGuard{check: func(context.Context, abuse.CheckInput) (abuse.Decision, error) {
+		return abuse.Decision{ID: "01X", Allowed: true, Reason: abuse.ReasonOK}, nil
+	}}
+	h := newTestHandler(t, testConfig(), Deps{Guard: guard})
+	body := `{"action":"login","user":"alice"}`
+	for ce, want := range map[string]int{"gzip": 415, "br": 415, "identity": 200, "Identity ": 200} {
+		w := call(h, http.MethodPost, "/v1/check", keyCheck, body, "Content-Encoding", ce)
+		if w.Code != want {
+			t.Errorf("Content-Encoding %q: status %d, want %d (%s)", ce, w.Code, want, w.Body)
+		}
+		if want == 415 {
+			if code, _ := errorOf(t, w); code != "unsupported_media_type" {
+				t.Errorf("Content-Encoding %q: code %s", ce, code)
+			}
+		}
+	}
+}

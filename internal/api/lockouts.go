@@ -119,6 +119,10 @@ func lockoutFilter(q map[string]*string) (abuse.LockoutFilter, error) {
 	}
 	f := abuse.LockoutFilter{Subject: abuse.Subject{User: q["user"], IP: q["ip"], Device: q["device"], Phone: q["phone"]}}
 	if d := q["dimension"]; d != nil {
+		// A "+" typed into a query string arrives as a space
+		// (?dimension=user+ip); no dimension holds a space, so that one
+		// reading is unambiguous (as queryPhone's).
+		*d = strings.ReplaceAll(*d, " ", "+")
 		if !validDimension(*d) {
 			return f, errUnknownDimension
 		}

@@ -43,6 +43,10 @@ func TestLockoutsList(t *testing.T) {
 		got.Dimension != "user+ip" || got.Ledger != "auth" {
 		t.Errorf("filter = %+v", got)
 	}
+	// A "+" typed unencoded arrives as a space: still user+ip.
+	if w := call(h, "GET", "/v1/lockouts?dimension=user+ip", keyAdmin, ""); w.Code != 200 || got.Dimension != "user+ip" {
+		t.Errorf("dimension=user+ip unencoded: %d %s, filter %+v", w.Code, w.Body, got)
+	}
 
 	for _, tt := range []struct{ name, query, field string }{
 		{"bad dimension", "dimension=planet", "dimension"},
