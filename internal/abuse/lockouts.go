@@ -281,6 +281,14 @@ func (g *Guard) Unlock(ctx context.Context, in UnlockInput) error {
 		return fmt.Errorf("unlock %s: %w", in.Dimension, err)
 	}
 	if !unlocked {
+		if d, ok := g.store.(interface{ Degraded() bool }); ok && d.Degraded() {
+			// Only this instance's fallback answered: Redis, out of reach,
+			// may hold a lockout that applies again when it is back, so
+			// "nothing is locked" would be false. (A lockout the fallback
+			// held is lifted, and answered as such.)
+			return fmt.Errorf("unlock %s: nothing locked in this instance's fallback, and the limit store is down: %w",
+				in.Dimension, limits.ErrUnavailable)
+		}
 		return ErrNotFound
 	}
 	now := g.nowMs()

@@ -289,6 +289,11 @@ func TestLockoutCursorAcrossOutage(t *testing.T) {
 		}
 		mustCheck(t, g, CheckInput{Action: "login", Subject: subj("carol", "198.51.100.1", "")})
 	}
+	// An unlock of what the fallback does not hold cannot say "nothing is
+	// locked": Redis may hold it. Unavailable, not not-found.
+	if err := g.Unlock(ctx, UnlockInput{Dimension: DimUserIP, Subject: subj("alice", "2001:db8::7", "")}); !errors.Is(err, limits.ErrUnavailable) || errors.Is(err, ErrNotFound) {
+		t.Errorf("unlock while degraded, nothing in the fallback: %v; want ErrUnavailable", err)
+	}
 	byUser.Cursor = userPage.Next
 	for _, f := range []LockoutFilter{{Limit: 1, Cursor: page.Next}, byUser} {
 		_, err = g.Lockouts(ctx, f)
