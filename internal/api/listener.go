@@ -60,16 +60,23 @@ func (c wireConn) CloseWrite() error {
 // fields sorted (Connection before Content-Type), then Date.
 const netHTTPErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
 
-// globalOptionsAnswer starts net/http's answer to "OPTIONS *"; a handler's
+// globalOptionsAnswer starts net/http's answer to "OPTIONS *", and
+// expectationFailedAnswer its 417 (sendExpectationFailed); a handler's
 // answer always carries X-Request-Id (sorted before Date) instead.
-const globalOptionsAnswer = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nDate: "
+const (
+	globalOptionsAnswer     = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nDate: "
+	expectationFailedAnswer = "HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\nDate: "
+)
 
 // rewriteServerAnswer returns Guard's answer for p when p is one that
 // net/http wrote by itself: an error answer of conn.serve, 417, which no
 // handler of Guard's writes, or the answer to "OPTIONS *".
 func rewriteServerAnswer(p []byte) ([]byte, bool) {
 	const proto = "HTTP/1.1 "
-	if len(p) < len(proto)+3 || string(p[:len(proto)]) != proto {
+	// net/http's own answers are one short write each, ending with their
+	// header block (or their few bytes of text): a longer write, or a
+	// part of a streamed body, is never rewritten.
+	if len(p) < len(proto)+3 || len(p) > 512 || string(p[:len(proto)]) != proto {
 		return nil, false
 	}
 	end := bytes.Index(p[:min(len(p), 200)], []byte("\r\n"))
@@ -83,7 +90,7 @@ func rewriteServerAnswer(p []byte) ([]byte, bool) {
 	}
 	var message string
 	switch {
-	case bytes.HasPrefix(p, []byte(globalOptionsAnswer)):
+	case bytes.HasPrefix(p, []byte(globalOptionsAnswer)) && bytes.HasSuffix(p, []byte("\r\n\r\n")):
 		// OPTIONS *, which net/http answers itself: 200 with no body,
 		// given the request id every answer carries.
 		out := make([]byte, 0, len(p)+64)
@@ -91,7 +98,7 @@ func rewriteServerAnswer(p []byte) ([]byte, bool) {
 		out = append(out, "\r\nX-Request-Id: "...)
 		out = append(out, newRequestID()...)
 		return append(out, p[end:]...), true
-	case code == http.StatusExpectationFailed:
+	case bytes.HasPrefix(p, []byte(expectationFailedAnswer)) && bytes.HasSuffix(p, []byte("\r\nContent-Length: 0\r\n\r\n")):
 		message = "unsupported Expect header; only 100-continue is supported"
 	case bytes.HasPrefix(p[end:], []byte(netHTTPErrorHeaders)):
 		body := string(p[end+len(netHTTPErrorHeaders):])
