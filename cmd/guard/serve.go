@@ -124,6 +124,7 @@ func (a *app) serve(ctx context.Context, timeout time.Duration) error {
 		MaxHeaderBytes: 64 << 10,
 		ErrorLog:       slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
+	api.WireServer(srv)
 	// Exports in flight end when the stop begins, so a client
 	// downloading the trail cannot hold the stop to its limit and leave
 	// the audit flush no time.

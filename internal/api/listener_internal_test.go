@@ -17,6 +17,8 @@ func TestRewriteServerAnswerLeavesOthers(t *testing.T) {
 		"body like OPTIONS *": "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nDate: x\r\nmore body",
 		"not a status line":   "{\"events\":[]}",
 		"short":               "HTTP/1.1 ",
+		"short status":        "HTTP/1.1 4\r\naaaaaaaaaaaa",
+		"empty status":        "HTTP/1.1 \r\naaaaaaaaaaaa",
 	} {
 		if out, ok := rewriteServerAnswer([]byte(p)); ok {
 			t.Errorf("%s: rewritten to %q", name, out)

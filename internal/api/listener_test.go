@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,7 @@ func TestListenerAnswersNetHTTPErrorsAsGuard(t *testing.T) {
 		}),
 		MaxHeaderBytes: 1 << 10,
 	}
+	api.WireServer(srv)
 	go func() { _ = srv.Serve(api.Listener(ln)) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	addr := ln.Addr().String()
@@ -48,6 +50,7 @@ func TestListenerAnswersNetHTTPErrorsAsGuard(t *testing.T) {
 		{"unknown transfer coding", "POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 400, "invalid_request", "unsupported Transfer-Encoding; only chunked is supported"},
 		{"HTTP/3.0", "GET /x HTTP/3.0\r\nHost: x\r\n\r\n", 400, "invalid_request", "unsupported HTTP version"},
 		{"unknown expectation", "GET /x HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\n\r\n", 417, "invalid_request", "unsupported Expect header; only 100-continue is supported"},
+		{"unknown expectation, HTTP/1.0", "GET /x HTTP/1.0\r\nHost: x\r\nExpect: teapot\r\n\r\n", 417, "invalid_request", "unsupported Expect header; only 100-continue is supported"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -127,4 +130,51 @@ func TestListenerAnswersNetHTTPErrorsAsGuard(t *testing.T) {
 			t.Fatalf("%d %q %v", resp.StatusCode, body, resp.Header)
 		}
 	})
+}
+
+// TestListenerLeavesBodiesAlone: a handler's body whose flushed writes
+// start like each of net/http's own answers (an attacker's identifier in
+// an audit export can put any text there) reaches the client byte for
+// byte, on a connection that stays usable.
+func TestListenerLeavesBodiesAlone(t *testing.T) {
+	patterns := []string{
+		"HTTP/1.1 4\r\n",
+		"HTTP/1.1 \r\n",
+		"HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\nDate: x\r\nContent-Length: 0\r\n\r\n",
+		"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request",
+		"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large",
+		"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nDate: x\r\n\r\n",
+	}
+	var body strings.Builder
+	for _, p := range patterns {
+		body.WriteString(p)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(body.Len()))
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		for _, p := range patterns { // each its own write to the connection
+			_, _ = io.WriteString(w, p)
+			w.(http.Flusher).Flush()
+		}
+	})}
+	api.WireServer(srv)
+	go func() { _ = srv.Serve(api.Listener(ln)) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	client := &http.Client{Timeout: 5 * time.Second}
+	for i := range 3 { // the same kept-alive connection
+		resp, err := client.Get("http://" + ln.Addr().String() + "/export")
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || string(got) != body.String() {
+			t.Fatalf("request %d: %d %q, %v; want the body untouched", i, resp.StatusCode, got, err)
+		}
+	}
 }
