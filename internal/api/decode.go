@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -39,12 +40,16 @@ func readJSONBody(c *gin.Context, buf []byte) ([]byte, error) {
 	if err != nil || mt != "application/json" {
 		return nil, errMediaType
 	}
-	if ce := c.GetHeader("Content-Encoding"); ce != "" && !strings.EqualFold(strings.TrimSpace(ce), "identity") {
-		// A compressed body read as JSON would be garbage, and a body
-		// that claims a coding it does not have is not what was meant
-		// (RFC 9110 §8.4: 415).
-		return nil, &Error{Status: http.StatusUnsupportedMediaType, Code: sdk.CodeUnsupportedMediaType,
-			Message: fmt.Sprintf("Content-Encoding %q is not supported; send the JSON body uncompressed", ce)}
+	for _, ces := range c.Request.Header.Values("Content-Encoding") {
+		for ce := range strings.SplitSeq(ces, ",") {
+			if ce = strings.TrimSpace(ce); ce != "" && !strings.EqualFold(ce, "identity") {
+				// A compressed body read as JSON would be garbage, and a
+				// body that claims a coding it does not have is not what
+				// was meant (RFC 9110 §8.4: 415).
+				return nil, &Error{Status: http.StatusUnsupportedMediaType, Code: sdk.CodeUnsupportedMediaType,
+					Message: fmt.Sprintf("Content-Encoding %q is not supported; send the JSON body uncompressed", ce)}
+			}
+		}
 	}
 	if c.Request.ContentLength > MaxBodyBytes {
 		return nil, errTooLarge
@@ -202,7 +207,10 @@ func decodeError(err error, dst any) error {
 			return badRequest("", "malformed JSON")
 		}
 		want, got := typeName(me.GoType), kindName(me.JSONKind)
-		if want == "an integer" && got == "a number" {
+		switch {
+		case want == "an integer" && errors.Is(me.Err, strconv.ErrRange):
+			return badRequest(field, field+" is out of range")
+		case want == "an integer" && got == "a number":
 			// 1.5, 2.0 or 1e0: an integer field takes digits only.
 			return badRequest(field, field+" must be an integer written without a fraction or exponent (such as 2)")
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -332,7 +333,7 @@ func TestContentEncodingRefused(t *testing.T) {
 	}}
 	h := newTestHandler(t, testConfig(), Deps{Guard: guard})
 	body := `{"action":"login","user":"alice"}`
-	for ce, want := range map[string]int{"gzip": 415, "br": 415, "identity": 200, "Identity ": 200} {
+	for ce, want := range map[string]int{"gzip": 415, "br": 415, "identity": 200, "Identity ": 200, "identity, gzip": 415} {
 		w := call(h, http.MethodPost, "/v1/check", keyCheck, body, "Content-Encoding", ce)
 		if w.Code != want {
 			t.Errorf("Content-Encoding %q: status %d, want %d (%s)", ce, w.Code, want, w.Body)
@@ -341,6 +342,35 @@ func TestContentEncodingRefused(t *testing.T) {
 			if code, _ := errorOf(t, w); code != "unsupported_media_type" {
 				t.Errorf("Content-Encoding %q: code %s", ce, code)
 			}
+		}
+	}
+	// The header twice: every value counts.
+	req := httptest.NewRequest(http.MethodPost, "/v1/check", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+keyCheck)
+	req.Header.Add("Content-Encoding", "identity")
+	req.Header.Add("Content-Encoding", "gzip")
+	if w := serve(h, req); w.Code != 415 {
+		t.Errorf("Content-Encoding identity then gzip: status %d, want 415", w.Code)
+	}
+}
+
+// A cost that is no plain integer says why.
+func TestCostMessages(t *testing.T) {
+	h := newTestHandler(t, testConfig(), Deps{Guard: &fakeGuard{}})
+	for body, want := range map[string]string{
+		`{"action":"login","user":"a","cost":2.0}`:                  "cost must be an integer written without a fraction or exponent (such as 2)",
+		`{"action":"login","user":"a","cost":1e0}`:                  "cost must be an integer written without a fraction or exponent (such as 2)",
+		`{"action":"login","user":"a","cost":99999999999999999999}`: "cost is out of range",
+	} {
+		w := call(h, http.MethodPost, "/v1/check", keyCheck, body)
+		code, field := errorOf(t, w)
+		var e struct {
+			Error struct{ Message string } `json:"error"`
+		}
+		_ = stdjson.Unmarshal(w.Body.Bytes(), &e)
+		if w.Code != 400 || code != "invalid_request" || field != "cost" || e.Error.Message != want {
+			t.Errorf("%s: %d %s %s %q, want 400 invalid_request cost %q", body, w.Code, code, field, e.Error.Message, want)
 		}
 	}
 }
