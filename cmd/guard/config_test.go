@@ -34,8 +34,10 @@ func TestConfigCheck(t *testing.T) {
 			wantErr: "1 problem", wantOutput: []string{"GUARD_DATABASE_URL: scheme must be one of postgres"}},
 		{name: "serve's key secret rule", file: strings.Replace(good, "key_secret: check-secret-0123456789\n", "redis_url: redis://127.0.0.1:6379/0\n", 1),
 			wantErr: "1 problem", wantOutput: []string{"key_secret is required with a Redis URL"}},
-		{name: "serve's spool directory", file: good + "database_url: postgres://postgres@127.0.0.1:5432/guard\naudit: {spool_dir: /dev/null/spool}\n",
-			wantErr: "1 problem", wantOutput: []string{"guard.yaml:12: audit.spool_dir: cannot use /dev/null/spool: /dev/null is not a directory"}},
+		{name: "serve's spool directory: a warning of this machine", file: good + "database_url: postgres://postgres@127.0.0.1:5432/guard\naudit: {spool_dir: /dev/null/spool}\n",
+			wantStdout: "1 warning", wantOutput: []string{"guard.yaml:12: warning: audit.spool_dir: cannot use /dev/null/spool: /dev/null is not a directory; serve would not start on this machine"}},
+		{name: "serve's spool directory fails with --strict", file: good + "database_url: postgres://postgres@127.0.0.1:5432/guard\naudit: {spool_dir: /dev/null/spool}\n",
+			args: []string{"--strict"}, wantErr: "1 warning (--strict)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -41,9 +41,9 @@ type CheckResult struct {
 
 // Check loads the config exactly as serve does (Load: the file of path or
 // GUARD_CONFIG, then the environment) and reports every problem and
-// warning, serve's key secret rule (EnsureKeySecret) and its spool
-// directories (one it could not create, checked without creating
-// anything) included. cfg is nil when there are problems.
+// warning, serve's key secret rule (EnsureKeySecret) included, and warns
+// of a spool directory serve could not create on this machine (checked
+// without creating anything). cfg is nil when there are problems.
 func Check(path string, env Env) (*Config, CheckResult) {
 	if path == "" {
 		path = env.Get(EnvConfig)
@@ -62,15 +62,31 @@ func Check(path string, env Env) (*Config, CheckResult) {
 	if _, err := cfg.EnsureKeySecret(); err != nil {
 		res.Problems = []error{fmt.Errorf("%s: %w", res.Name, err)}
 	}
-	// serve creates its spools at start: one it cannot create stops it.
-	res.Problems = append(res.Problems, cfg.spoolProblems()...)
 	if len(res.Problems) > 0 {
 		return nil, res
 	}
 	res.Warnings = cfg.Warnings
+	// serve creates its spools at start: one it cannot create stops it.
+	// That is a fact of this machine, not of the file (a check in CI of a
+	// production config runs where /var/lib/guard need not exist), so it
+	// is a warning, which --strict turns into a failure.
+	for _, err := range cfg.spoolProblems() {
+		e, ok := err.(*Error)
+		if !ok {
+			continue
+		}
+		where := e.File
+		if e.Line > 0 {
+			where = fmt.Sprintf("%s:%d", e.File, e.Line)
+		}
+		res.Warnings = append(res.Warnings, Warning{Where: where, Msg: e.Msg + spoolWarningNote})
+	}
 	res.Actions = len(cfg.Guard.Policy.Actions)
 	return cfg, res
 }
+
+// spoolWarningNote ends a spool directory's warning.
+const spoolWarningNote = "; serve would not start on this machine"
 
 // Print writes the problems and warnings to out, one a line, then a
 // one-line verdict for a valid config. Like a linter's findings they are
