@@ -77,10 +77,11 @@ func (s *RedisStore) partnerLevels(ctx context.Context, locks []LockState, partn
 	for i, k := range keys {
 		cmds[i] = pipe.Get(ctx, k)
 	}
-	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-		return redisError("read strike records", err)
-	}
+	_, _ = pipe.Exec(ctx)
 	for j, cmd := range cmds {
+		if err := cmd.Err(); err != nil && err != redis.Nil {
+			return redisError("read strike records", err)
+		}
 		if st, ok := parseLockRecord(keys[j], cmd.Val()); ok {
 			locks[idx[j]].Level = st.Level
 		}
