@@ -46,8 +46,9 @@ import (
 // A rule with Passed (store.go) is allowed whatever its state and records
 // the attempt: a counter adds c (and may exceed L), a bucket spends c but
 // never below 0 tokens (bucketSpend), a distinct set adds or refreshes the
-// value and keeps at most L+1 values (distinctMost). The pass thus counts
-// against later attempts without one, and no state grows without bound.
+// value and keeps at most max(L+1, PassedKeep) values (distinctMost). The
+// pass thus counts against later attempts without one, and no state grows
+// without bound.
 
 // Algorithm is how an attempt rule counts.
 type Algorithm uint8
