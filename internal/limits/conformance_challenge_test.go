@@ -22,7 +22,6 @@ func confChallengeCases() []confCase {
 		{"ReserveSettlesOnce", false, confReserveSettleOnce},
 		{"ReserveSuccessRemoves", false, confReserveSuccessRemoves},
 		{"ReserveUnknownRecordIsV1", false, confReserveUnknown},
-		{"ReserveDistinctSet", false, confReserveDistinct},
 	}
 }
 
@@ -265,65 +264,4 @@ func confReserveUnknown(t *testing.T, c *conf) {
 		t.Fatalf("first failure: got struck %+v, want none", res.Struck)
 	}
 	confWantStrike(t, "second failure, another unknown record", c.report(t, c.b, unknown), esc, 1)
-}
-
-// confReserveDistinct: a distinct failure set takes a reservation's
-// provisional value; a success takes back a value the check added (not
-// one that was there before), a failure keeps it, the check whose value
-// fills the set strikes, its report strikes nothing more, and a check
-// that another rule denies reserves nothing (on Cluster: released).
-func confReserveDistinct(t *testing.T, c *conf) {
-	base := c.escalation("rsvd", 3, []time.Duration{time.Minute, time.Hour}, time.Hour)
-	esc := func(v string) Escalation {
-		e := base
-		e.Failures = []FailureRule{base.Failures[0]}
-		e.Failures[0].Distinct = confValue(v)
-		return e
-	}
-	reserve := func(v string) (CheckResult, string) {
-		t.Helper()
-		e := esc(v)
-		rec := c.key("rec", confFreshNonce())
-		return c.check(t, c.a, c.reserveReq(&e, rec)), rec
-	}
-	settle := func(v, rec string, failure bool) ReportResult {
-		t.Helper()
-		return c.report(t, c.b, ReportRequest{Failure: failure, Escalation: esc(v), Records: []string{rec}})
-	}
-	// a: checked, then signed in: the success takes a back.
-	res, rec := reserve("a")
-	if !res.Allowed || len(res.Struck) != 0 {
-		t.Fatalf("check a: got %+v, want allowed, no strike", res)
-	}
-	settle("a", rec, false)
-	// A check that another rule denies reserves nothing (on Cluster its
-	// value is released from the set's slot).
-	full := Rule{Key: c.key("log", "rsvd-full"), Limit: 1, Window: confWindow}
-	c.check(t, c.a, CheckRequest{Rules: []Rule{full}})
-	e := esc("x")
-	denied := c.reserveReq(&e, c.key("rec", confFreshNonce()))
-	denied.Rules = append(denied.Rules, full)
-	if res := c.check(t, c.a, denied); res.Allowed || len(res.Struck) != 0 {
-		t.Fatalf("denied check: got %+v, want denied, nothing struck", res)
-	}
-	// b and c fail (v1 reports): 2 of 3, a and x being gone.
-	for _, v := range []string{"b", "c"} {
-		if r := c.fail(t, c.a, esc(v)); len(r.Struck) != 0 {
-			t.Fatalf("failure of %s: got struck %+v, want none (a and x taken back)", v, r.Struck)
-		}
-	}
-	// b again, checked and signed in: b was there before, so it stays.
-	res, rec = reserve("b")
-	if !res.Allowed || len(res.Struck) != 0 {
-		t.Fatalf("check b again: got %+v, want allowed, no strike (b counted once)", res)
-	}
-	settle("b", rec, false)
-	// d fills the set (b, c, d): a strike at the check, which goes ahead.
-	res, rec = reserve("d")
-	if !res.Allowed || len(res.Struck) != 1 || res.Struck[0].Level != 1 {
-		t.Fatalf("check d: got %+v, want allowed with one strike at level 1", res)
-	}
-	if r := settle("d", rec, true); len(r.Struck) != 0 {
-		t.Errorf("failure report of d: got struck %+v, want none (its check struck)", r.Struck)
-	}
 }

@@ -130,7 +130,7 @@ func (s *MemoryStore) otherRecord(r *Rule, cost int, now int64) {
 
 // see adds or refreshes value in key's set, trimmed to keep (at least w).
 // A clock that stepped back is clamped to the newest stamp, as in logs.
-func (s *MemoryStore) see(key, value string, keep, w, now int64) int64 {
+func (s *MemoryStore) see(key, value string, keep, w, now int64) {
 	keep = max(keep, w)
 	o := s.otherFor(key, now)
 	at := now
@@ -145,20 +145,11 @@ func (s *MemoryStore) see(key, value string, keep, w, now int64) int64 {
 	}
 	o.set = append(kept, memMember{ts: at, v: value})
 	o.expires = at + keep
-	return at
 }
 
 // failDistinct records one failure in distinct failure set f and reports
 // whether it struck (the set reached f.Limit values and is emptied).
 func (s *MemoryStore) failDistinct(f *FailureRule, now int64) bool {
-	struck, _ := s.failDistinctAt(f, now)
-	return struck
-}
-
-// failDistinctAt is failDistinct that also returns the stamp of a value
-// it added: 0 when it struck or only refreshed a value already there
-// (what a reservation may take back, as redis.lua's K.failDistinct).
-func (s *MemoryStore) failDistinctAt(f *FailureRule, now int64) (bool, int64) {
 	w := memMs(f.Window)
 	n, present, _, _ := s.distinctState(f.Key, f.Distinct, w, now)
 	if !present {
@@ -166,32 +157,8 @@ func (s *MemoryStore) failDistinctAt(f *FailureRule, now int64) (bool, int64) {
 	}
 	if n >= f.Limit {
 		delete(s.shard(f.Key).others, f.Key)
-		return true, 0
+		return true
 	}
-	at := s.see(f.Key, f.Distinct, memMs(f.Keep), w, now)
-	if present {
-		return false, 0
-	}
-	return false, at
-}
-
-// undistinct takes value v, added at stamp at by a reservation, back out
-// of set key, unless a later failure has refreshed it since.
-func (s *MemoryStore) undistinct(key, v string, at, now int64) {
-	sh := s.shard(key)
-	o := sh.others[key]
-	if o == nil || o.expires <= now {
-		return
-	}
-	for i, m := range o.set {
-		if m.v == v {
-			if m.ts == at {
-				o.set = append(o.set[:i], o.set[i+1:]...)
-				if len(o.set) == 0 {
-					delete(sh.others, key)
-				}
-			}
-			return
-		}
-	}
+	s.see(f.Key, f.Distinct, memMs(f.Keep), w, now)
+	return false
 }

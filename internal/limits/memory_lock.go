@@ -173,13 +173,15 @@ func (s *MemoryStore) recordFailure(esc *Escalation, now int64, held map[string]
 	var struck []LockState
 	for i := range esc.Failures {
 		f := &esc.Failures[i]
-		if _, ok := held[f.Key]; ok {
-			continue // held by the reservation this report settles
-		}
 		if f.Distinct != "" {
+			// Distinct sets take no provisional failures (see Reservation):
+			// every reported failure counts in them.
 			if s.failDistinct(f, now) {
 				struck = append(struck, s.strike(esc, f, now))
 			}
+			continue
+		}
+		if _, ok := held[f.Key]; ok {
 			continue
 		}
 		if _, st := s.failOne(esc, f, now); st != nil {

@@ -2,12 +2,9 @@ package limits
 
 // memRecord is a reservation record of the memory store (see Reservation).
 type memRecord struct {
-	// held maps each failure log or set that got a provisional entry to
-	// its stamp (0: it struck, or a set only refreshed a value it had:
-	// nothing to take back); nil once settled.
-	held map[string]int64
-	// values maps each set of held to the value the reservation added.
-	values  map[string]string
+	// held maps each failure log that got a provisional entry to its
+	// stamp (0: it struck, nothing to take back); nil once settled.
+	held    map[string]int64
 	settled bool
 	expires int64 // unix ms
 }
@@ -42,18 +39,11 @@ func (s *MemoryStore) reserve(rsv *Reservation, now int64, struck []LockState) [
 	for i := range esc.Failures {
 		f := &esc.Failures[i]
 		if f.Distinct != "" {
-			// A distinct set takes the value now; a success takes it back
-			// if the reservation added it (as redis.lua's fail).
-			hit, at := s.failDistinctAt(f, now)
-			if hit {
+			// A distinct set takes the value now and keeps it: a failure
+			// reported later refreshes it, counting nothing twice (as
+			// redis.lua's fail).
+			if s.failDistinct(f, now) {
 				struck = append(struck, s.strike(esc, f, now))
-			}
-			rec.held[f.Key] = at
-			if at > 0 {
-				if rec.values == nil {
-					rec.values = map[string]string{}
-				}
-				rec.values[f.Key] = f.Distinct
 			}
 			continue
 		}
@@ -89,10 +79,6 @@ func (s *MemoryStore) settle(req *ReportRequest, now int64) *memRecord {
 		f := &req.Escalation.Failures[i]
 		ts, ok := rec.held[f.Key]
 		if !ok || ts == 0 {
-			continue
-		}
-		if v, ok := rec.values[f.Key]; ok {
-			s.undistinct(f.Key, v, ts, now)
 			continue
 		}
 		if l := s.liveLog(f.Key, now, memMs(f.Window)); l != nil {

@@ -69,10 +69,8 @@
 --   distinct set STRING of 14-byte records: 6-byte ms last seen, 8-byte
 --                value; ascending by stamp; trimmed and PX as a log
 --   record       STRING, a reservation (reserve_failures): "p" then per
---                failure log or set "\n<key>\n<stamp>" (0: struck, or a
---                set's value was there already), a set's value it added
---                "\n<key>\n<stamp>:<value in hex>"; or "s" once settled;
---                PX the longest failure window
+--                failure log "\n<key>\n<stamp>" (0: struck), or "s" once
+--                settled; PX the longest failure window
 --
 -- Replies:
 --   check:   now allowed lockIdx, when lockIdx > 0 level since until
@@ -383,27 +381,16 @@ local function slow()
     struck[#struck + 1] = untilMs
   end
 
-  -- fail records one failure in every failure rule but those in skip (a
-  -- reservation's, which hold it already); a log or set that fills
-  -- strikes. rec, when given, collects key, stamp per rule (stamp 0: it
-  -- struck, or a set only refreshed a value it had: nothing to take back);
-  -- a set's value it added is "stamp:value in hex", so that a success or
-  -- a release takes that value back (K.undistinct).
+  -- fail records one failure in every failure rule but the logs in skip (a
+  -- reservation's, which hold it already); a log that fills strikes. rec,
+  -- when given, collects key, stamp per log (stamp 0: it struck). A distinct
+  -- set takes the value again (refreshing it counts nothing twice) and is
+  -- never part of rec: a reservation leaves it as recorded.
   local function fail(rec, skip)
     for i, f in ipairs(esc.fails) do
-      if skip and skip[f.key] then
-        -- held by the reservation this report settles
-      elseif f.member ~= '' then
-        local at = kinds().failDistinct(i, f)
-        if rec then
-          rec[#rec + 1] = f.key
-          if at > 0 then
-            rec[#rec + 1] = at .. ':' .. (string.gsub(f.member, '.', function(c) return string.format('%02x', sbyte(c)) end))
-          else
-            rec[#rec + 1] = 0
-          end
-        end
-      else
+      if f.member ~= '' then
+        kinds().failDistinct(i, f)
+      elseif not (skip and skip[f.key]) then
         local s = readLog(f.key)
         local n = #s / W
         local c = n - first(s, n, now - f.window) + 1
@@ -441,40 +428,20 @@ local function slow()
   end
 
   -- readRecord returns a reservation record as nil (none), 's' (settled)
-  -- or a table key -> stamp (pending), and then a table set key -> the
-  -- value the reservation added to it.
+  -- or a table log key -> stamp (pending).
   local function readRecord(k)
     local v = redis.call('GET', k)
     if not v then return nil end
     if v == 's' then return 's' end
-    local held, vals, key = {}, {}, nil
+    local held, key = {}, nil
     for part in string.gmatch(v, '\n([^\n]*)') do
-      if key then
-        local at, hex = string.match(part, '^(%d+):(%x+)$')
-        if at then
-          held[key] = tonumber(at)
-          vals[key] = (string.gsub(hex, '%x%x', function(h) return string.char(tonumber(h, 16)) end))
-        else
-          held[key] = tonumber(part)
-        end
-        key = nil
-      else
-        key = part
-      end
+      if key then held[key] = tonumber(part); key = nil else key = part end
     end
-    return held, vals
-  end
-
-  -- untake takes back what a pending reservation put in key k: its stamp
-  -- at from a log, or its value from a set.
-  local function untake(k, held, vals)
-    local at = held[k]
-    if not at or at == 0 then return end
-    if vals[k] then kinds().undistinct(k, vals[k], at) else unlog(k, at) end
+    return held
   end
 
   S.prefetch = prefetch
-  S.readEscalation, S.strike, S.fail, S.unlog, S.readRecord, S.untake = readEscalation, strike, fail, unlog, readRecord, untake
+  S.readEscalation, S.strike, S.fail, S.unlog, S.readRecord = readEscalation, strike, fail, unlog, readRecord
   return S
 end
 
@@ -534,36 +501,20 @@ function kinds()
   end
 
   -- K.failDistinct records one failure in distinct failure set f: its value
-  -- is added or refreshed, and the set reaching the limit strikes. It
-  -- returns the stamp of a value it added, 0 when it struck or only
-  -- refreshed a value already there (what a reservation may take back).
+  -- is added or refreshed, and the set reaching the limit strikes.
   function K.failDistinct(i, f)
     local s = readSet(f.key)
     local n = #s / DW
     local from = dfirst(s, n, now - f.window)
     local c = n - from + 1
-    local new = dfind(s, from, f.member) == 0
-    if new then c = c + 1 end
+    if dfind(s, from, f.member) == 0 then c = c + 1 end
     if c >= f.limit then
       raw[f.key] = false
       redis.call('DEL', f.key)
       slow().strike(i, f)
-      return 0
+    else
+      setSee(f.key, s, f.member, f.keep)
     end
-    local at = setSee(f.key, s, f.member, f.keep)
-    if new then return at end
-    return 0
-  end
-
-  -- K.undistinct takes value m, added at stamp at by a reservation, back
-  -- out of set k, unless a later failure has refreshed it since.
-  function K.undistinct(k, m, at)
-    local s = readSet(k)
-    local idx = dfind(s, 1, m)
-    if idx == 0 or dstamp(s, idx) ~= at then return end
-    s = ssub(s, 1, (idx - 1) * DW) .. ssub(s, idx * DW + 1)
-    raw[k] = s
-    if s == '' then redis.call('DEL', k) else redis.call('SET', k, s, 'KEEPTTL') end
   end
 
   -- K.read reads n other rules, their keys KEYS[base+1..base+n]; other
@@ -859,15 +810,17 @@ local function run(keys, args)
     end
     -- A reservation record settles once: pending (a table) keeps or takes
     -- back its entries, settled ('s') makes this report change nothing.
-    local held, vals = nil, nil
-    if rk then held, vals = X.readRecord(rk) end
+    local held = rk and X.readRecord(rk)
     if held == 's' then
       -- settled before
     elseif failure then
       X.fail(nil, held)
     else
       if held then
-        for _, f in ipairs(esc.fails) do X.untake(f.key, held, vals) end
+        for _, f in ipairs(esc.fails) do
+          local at = held[f.key]
+          if at and at > 0 then X.unlog(f.key, at) end
+        end
       end
       for i = 1, nC do redis.call('DEL', KEYS[cb + i]) end
       if trustKey and ttl > 0 then
@@ -979,10 +932,10 @@ local function run(keys, args)
     local nF = num()
     local rk = key()
     local X = slow()
-    local held, vals = X.readRecord(rk)
+    local held = X.readRecord(rk)
     for i = 1, nF do
       local k = key()
-      if type(held) == 'table' then X.untake(k, held, vals) end
+      if type(held) == 'table' and held[k] and held[k] > 0 then X.unlog(k, held[k]) end
     end
     redis.call('DEL', rk)
     return {now}

@@ -4,8 +4,7 @@ import "time"
 
 // Reservation makes a check hold its failure budget at once
 // (reserve_failures): every allowed check adds one provisional failure to
-// each failure log of Escalation, and its value to each distinct failure
-// set, in the same atomic step as the check
+// each failure log of Escalation, in the same atomic step as the check
 // (one script per slot on Redis Cluster), so N parallel guesses before the
 // first report count as N failures (Keycloak #31726, Cacti #6996). A
 // provisional failure that fills a log strikes like a reported one.
@@ -30,10 +29,9 @@ type Reservation struct {
 	TTL time.Duration
 }
 
-// reservation record values: "p" then, per failure log or set that got an
-// entry, "\n<key>\n<stamp ms>" (stamp 0: the entry struck and emptied it,
-// or a set had the value already: nothing to take back), for a value a set
-// got "\n<key>\n<stamp ms>:<value in hex>"; a settled record is "s".
+// reservation record values: "p" then, per failure log that got an entry,
+// "\n<log key>\n<stamp ms>" (stamp 0: the entry struck and emptied the
+// log, nothing to take back); a settled record is "s".
 const (
 	recordPending = "p"
 	recordSettled = "s"
