@@ -276,14 +276,17 @@ func (g *Guard) Unlock(ctx context.Context, in UnlockInput) error {
 	if in.Ledger == "" {
 		notifyLedgers = g.lockedLedgers(ctx, d, &id)
 	}
+	deg, _ := g.store.(interface{ Degraded() bool })
+	degradedBefore := deg != nil && deg.Degraded()
 	unlocked, err := g.store.Unlock(ctx, &req)
 	if err != nil {
 		return fmt.Errorf("unlock %s: %w", in.Dimension, err)
 	}
 	if !unlocked {
-		if d, ok := g.store.(interface{ Degraded() bool }); ok && d.Degraded() {
-			// Only this instance's fallback answered: Redis, out of reach,
-			// may hold a lockout that applies again when it is back, so
+		if degradedBefore || deg != nil && deg.Degraded() {
+			// Only this instance's fallback answered (or may have: the
+			// breaker moved during the call): Redis, out of reach, may
+			// hold a lockout that applies again when it is back, so
 			// "nothing is locked" would be false. (A lockout the fallback
 			// held is lifted, and answered as such.)
 			return fmt.Errorf("unlock %s: nothing locked in this instance's fallback, and the limit store is down: %w",

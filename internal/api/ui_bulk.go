@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -89,7 +90,8 @@ func (s *server) handleUIUnlockMany(c *gin.Context) {
 		return
 	}
 	t0 := s.now().UTC().Truncate(time.Millisecond)
-	n := 0
+	n, failed := 0, 0
+	var firstErr error
 	for _, in := range targets {
 		err := s.deps.Guard.Unlock(ctx, in)
 		switch {
@@ -97,14 +99,27 @@ func (s *server) handleUIUnlockMany(c *gin.Context) {
 			n++
 		case errors.Is(err, abuse.ErrNotFound):
 		default:
-			if classify(dependency(err)).Status >= 500 {
-				s.uiFail(c, dependency(err))
-				return
+			// One target the store cannot answer (Redis down: the
+			// fallback did not hold it) does not keep the others from
+			// being tried; the page says how many could not be.
+			failed++
+			if firstErr == nil {
+				firstErr = err
 			}
 		}
 	}
 	if n > 0 {
 		s.awaitAdminEvent(ctx, abuse.ActionUnlock, keyName(c), t0, n)
+	}
+	if failed > 0 {
+		if failed == len(targets) {
+			s.uiFail(c, dependency(firstErr))
+			return
+		}
+		loggerFrom(c).Warn("bulk unlock: some lockouts could not be lifted", "lifted", n, "failed", failed, "err", firstErr)
+		p.Error = fmt.Sprintf("%d lifted; %d could not be lifted now (the limit store did not answer for them): try those again.", n, failed)
+		s.renderLockouts(c, http.StatusServiceUnavailable, p)
+		return
 	}
 	c.Redirect(http.StatusSeeOther, "/ui/lockouts?done=unlocked&n="+strconv.Itoa(n))
 }

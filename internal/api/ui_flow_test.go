@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/guardhq/guard/internal/abuse"
+	"github.com/guardhq/guard/internal/limits"
 )
 
 // uiClient is a cookie-keeping HTTP client that does not follow
@@ -487,5 +488,56 @@ func TestUIBulkUnlock(t *testing.T) {
 	_, page = do(t, c, "GET", s.srv.URL+"/ui/lockouts?done=unlocked&n=2", nil, "Accept", "text/html")
 	if strings.Count(page, "incident closed") != 2 || strings.Count(page, "false positives") != 2 {
 		t.Errorf("the admin events list lacks the four unlocks")
+	}
+}
+
+// failingUnlocks is a store whose n-th Unlock fails as an unreachable
+// Redis would.
+type failingUnlocks struct {
+	limits.Store
+	calls, fail int
+}
+
+func (f *failingUnlocks) Unlock(ctx context.Context, req *limits.UnlockRequest) (bool, error) {
+	f.calls++
+	if f.calls == f.fail {
+		return false, limits.ErrUnavailable
+	}
+	return f.Store.Unlock(ctx, req)
+}
+
+// TestUIBulkUnlockGoesOnPastAFailure: one lockout the store cannot lift
+// does not keep the others from being lifted; the page says how many
+// were not (503), and the one that failed is still locked.
+func TestUIBulkUnlockGoesOnPastAFailure(t *testing.T) {
+	s := newUIStackStore(t, func(st limits.Store) limits.Store { return &failingUnlocks{Store: st, fail: 2} })
+	ctx := context.Background()
+	ips := []string{"192.0.2.51", "192.0.2.52", "192.0.2.53"}
+	for _, ip := range ips {
+		if _, err := s.guard.Lock(ctx, abuse.LockInput{Dimension: "ip", Subject: subject("", ip, ""), Ledger: "auth", Duration: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := uiClient(t)
+	body, h := form(url.Values{"key": {uiAdminKey}})
+	do(t, c, "POST", s.srv.URL+"/ui/login", body, h...)
+	_, page := do(t, c, "GET", s.srv.URL+"/ui/lockouts?ledger=auth", nil, "Accept", "text/html")
+	var sels []string
+	for _, ip := range ips {
+		sels = append(sels, url.Values{"dimension": {"ip"}, "ledger": {"auth"}, "ip": {ip}}.Encode())
+	}
+	body, h = form(url.Values{"csrf": {csrfOf(t, page)}, "reason": {"outage"}, "sel": sels})
+	resp, page := do(t, c, "POST", s.srv.URL+"/ui/lockouts/unlock-many", body, h...)
+	if resp.StatusCode != 503 || !strings.Contains(page, "2 lifted; 1 could not be lifted") {
+		t.Errorf("bulk unlock with one failure: %d; want 503 saying 2 lifted, 1 not", resp.StatusCode)
+	}
+	locked := 0
+	for _, ip := range ips {
+		if d := s.check(t, "login", "", ip, ""); d.Reason == "locked_out" {
+			locked++
+		}
+	}
+	if locked != 1 {
+		t.Errorf("%d of 3 still locked, want the one that failed", locked)
 	}
 }

@@ -47,8 +47,18 @@ type uiStack struct {
 
 func newUIStack(t *testing.T, mods ...func(*abuse.Config)) *uiStack {
 	t.Helper()
-	lim := limits.NewMemory(limits.MemoryConfig{})
+	return newUIStackStore(t, nil, mods...)
+}
+
+// newUIStackStore is newUIStack with its limit store wrapped by wrap, when
+// not nil.
+func newUIStackStore(t *testing.T, wrap func(limits.Store) limits.Store, mods ...func(*abuse.Config)) *uiStack {
+	t.Helper()
+	var lim limits.Store = limits.NewMemory(limits.MemoryConfig{})
 	t.Cleanup(func() { _ = lim.Close() })
+	if wrap != nil {
+		lim = wrap(lim)
+	}
 	st := audit.NewMemoryStore(0)
 	w, err := audit.NewWriter(slog.New(slog.DiscardHandler), audit.WriterConfig{FlushInterval: 20 * time.Millisecond}, st, audit.WriterHooks{})
 	if err != nil {
