@@ -65,7 +65,7 @@ func Check(path string, env Env) (*Config, CheckResult) {
 	if len(res.Problems) > 0 {
 		return nil, res
 	}
-	res.Warnings = cfg.Warnings
+	res.Warnings = append([]Warning(nil), cfg.Warnings...)
 	// serve creates its spools at start: one it cannot create stops it.
 	// That is a fact of this machine, not of the file (a check in CI of a
 	// production config runs where /var/lib/guard need not exist), so it
@@ -73,7 +73,7 @@ func Check(path string, env Env) (*Config, CheckResult) {
 	for _, err := range cfg.spoolProblems() {
 		e, ok := err.(*Error)
 		if !ok {
-			continue
+			e = &Error{File: res.Name, Msg: err.Error()}
 		}
 		where := e.File
 		if e.Line > 0 {
@@ -91,7 +91,8 @@ const spoolWarningNote = "; serve would not start on this machine"
 // Print writes the problems and warnings to out, one a line, then a
 // one-line verdict for a valid config. Like a linter's findings they are
 // the command's output (stdout); the exit status and Err's one line (on
-// stderr) say whether Guard would start.
+// stderr) say whether the file is one Guard starts on (a spool directory
+// this machine lacks is a warning: --strict fails on it).
 func (r CheckResult) Print(out io.Writer) {
 	for _, p := range r.Problems {
 		fmt.Fprintln(out, p)
