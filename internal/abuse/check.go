@@ -174,6 +174,17 @@ func (g *Guard) Check(ctx context.Context, in CheckInput) (Decision, error) {
 	case !res.Allowed:
 		d.Reason = ReasonRateLimited
 		d.RetryAfter = rulesRetryAfter(req.Rules, res.Rules)
+		// A denial that struck (count_denials) answers rate_limited, but
+		// the same attempt is allowed again only once the lockout it
+		// started has ended: retry_after_ms is the earliest moment the
+		// attempt would be allowed. A lock a trusted device is spared
+		// from may not stand in this device's way: not counted then.
+		for _, st := range res.Struck {
+			if id.hasDevice && sparedIfTrusted(req.Locks, st.Key) {
+				continue
+			}
+			d.RetryAfter = max(d.RetryAfter, st.Until.Sub(res.Now))
+		}
 	default:
 		d.Allowed, d.Reason = true, ReasonOK
 		for _, rr := range res.Rules {
@@ -209,6 +220,16 @@ func rulesRetryAfter(rules []limits.Rule, results []limits.RuleResult) time.Dura
 		}
 	}
 	return d
+}
+
+// sparedIfTrusted reports whether lock key spares a trusted device.
+func sparedIfTrusted(locks []limits.LockRef, key string) bool {
+	for _, l := range locks {
+		if l.Key == key {
+			return l.SpareIfTrusted
+		}
+	}
+	return false
 }
 
 // sparesTrusted reports whether any lock honours a trusted device; only

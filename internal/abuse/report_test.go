@@ -241,6 +241,11 @@ func TestCountDenials(t *testing.T) {
 		if e.LockoutUntil == nil || e.Reason != ReasonRateLimited {
 			t.Fatalf("striking check event: reason %s lockout_until %v; want rate_limited with lockout_until", e.Reason, e.LockoutUntil)
 		}
+		// Its retry_after is when the attempt is allowed again: not before
+		// the lockout it started ends.
+		if until := e.LockoutUntil.Sub(d.At); d.RetryAfter < until {
+			t.Errorf("striking check retry_after %v, its lockout ends in %v: want at least that", d.RetryAfter, until)
+		}
 		d = mustCheck(t, g, in)
 		wantDecision(t, d, false, ReasonLockedOut)
 		if d.Lockout == nil || d.Lockout.Ledger != "otp_send" || d.Lockout.Dimension != DimUser || !d.Lockout.Until.Equal(*e.LockoutUntil) {
