@@ -30,6 +30,8 @@ func TestHelp(t *testing.T) {
 		{"guard serve --help names --listen", []string{"serve", "--help"}, []string{"-listen", "GUARD_LISTEN"}},
 		{"guard --version", []string{"--version"}, []string{"guard ", runtime.Version()}},
 		{"guard version", []string{"version"}, []string{"guard "}},
+		{"guard version --help", []string{"version", "--help"}, []string{"Usage: guard version"}},
+		{"guard help version", []string{"help", "version"}, []string{"Usage: guard version"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

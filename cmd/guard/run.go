@@ -76,6 +76,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	name, rest := args[1], args[2:]
 	switch name {
 	case "-version", "--version", "version":
+		if len(rest) > 0 && (rest[0] == "-h" || rest[0] == "-help" || rest[0] == "--help") {
+			fmt.Fprint(stdout, "Usage: guard version\n\nPrints guard's version, the commit it was built from and its Go toolchain\n(also guard --version).\n")
+			return nil
+		}
 		fmt.Fprintln(stdout, versionLine())
 		return nil
 	case "-h", "-help", "--help", "help":
