@@ -223,9 +223,15 @@ func TestSharedLedger(t *testing.T) {
 }
 
 func TestCountDenials(t *testing.T) {
+	for _, device := range []string{"", "d-never-trusted"} {
+		t.Run("device "+device, func(t *testing.T) { testCountDenials(t, device) })
+	}
+}
+
+func testCountDenials(t *testing.T, device string) {
 	eachBackend(t, func(t *testing.T, b *backend) {
 		g, rec := newGuard(t, b, authPolicy(50))
-		in := CheckInput{Action: "otp_send", Subject: subj("alice", "", "")}
+		in := CheckInput{Action: "otp_send", Subject: subj("alice", "", device)}
 		wantDecision(t, mustCheck(t, g, in), true, ReasonOK)
 		wantDecision(t, mustCheck(t, g, in), true, ReasonOK)
 		wantDecision(t, mustCheck(t, g, in), false, ReasonRateLimited)

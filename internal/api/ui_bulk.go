@@ -98,7 +98,7 @@ func (s *server) handleUIUnlockMany(c *gin.Context) {
 		case err == nil:
 			n++
 		case errors.Is(err, abuse.ErrNotFound):
-		default:
+		case classify(dependency(err)).Status >= 500:
 			// One target the store cannot answer (Redis down: the
 			// fallback did not hold it) does not keep the others from
 			// being tried; the page says how many could not be.
@@ -106,6 +106,9 @@ func (s *server) handleUIUnlockMany(c *gin.Context) {
 			if firstErr == nil {
 				firstErr = err
 			}
+		default:
+			// Bad input (a ledger a reload removed, a tampered
+			// selection): nothing to lift there, as before.
 		}
 	}
 	if n > 0 {

@@ -11,8 +11,11 @@ Validates a config file exactly as serve would (the file of --config or
 GUARD_CONFIG, then the GUARD_* environment) and prints every problem as
 FILE:LINE: message; exits 1 when there is any. It also prints warnings
 where the policy departs from published guidance (NIST SP 800-63B, OWASP),
-each citing its source; warnings do not fail the check (exit 0) unless
---strict is given. serve logs the same warnings at start and on reload.`
+each citing its source (serve logs those at start and on reload), and
+where a spool directory serve creates at start could not be created on
+this machine (serve would not start here; a CI job checking a production
+config need not have its directories). Warnings do not fail the check
+(exit 0) unless --strict is given.`
 
 // Reread loads the file c was loaded from again, with the same
 // environment and serve's --listen override (listen, "" for none): what a
@@ -33,7 +36,8 @@ type CheckResult struct {
 	// Problems are each "FILE:LINE: message" (Error), or an environment
 	// variable's or the file's own problem without a line.
 	Problems []error
-	// Warnings are Config.Warnings: accepted, but against guidance.
+	// Warnings are Config.Warnings (accepted, but against guidance), then
+	// the spool directories this machine could not give serve.
 	Warnings []Warning
 	// Actions is the number of actions of a valid config.
 	Actions int

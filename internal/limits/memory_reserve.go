@@ -39,9 +39,10 @@ func (s *MemoryStore) reserve(rsv *Reservation, now int64, struck []LockState) [
 	for i := range esc.Failures {
 		f := &esc.Failures[i]
 		if f.Distinct != "" {
-			// A distinct set takes the value now and keeps it: a failure
-			// reported later refreshes it, counting nothing twice (as
-			// redis.lua's fail).
+			// Guard gives a reservation no distinct rules (abuse's
+			// reservable, docs/api.md point 27); one given anyway counts
+			// as a reported failure: the set takes the value and keeps
+			// it, and a later failure refreshes it (as redis.lua's fail).
 			if s.failDistinct(f, now) {
 				struck = append(struck, s.strike(esc, f, now))
 			}
