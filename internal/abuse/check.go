@@ -177,11 +177,12 @@ func (g *Guard) Check(ctx context.Context, in CheckInput) (Decision, error) {
 		// A denial that struck (count_denials) answers rate_limited, but
 		// the same attempt is allowed again only once the lockout it
 		// started has ended: retry_after_ms is the earliest moment the
-		// attempt would be allowed. (A user lockout spares a trusted
-		// device, which the answer cannot tell here: it says the end of
-		// the lockout then too, later than such a device needs, never
-		// earlier than an untrusted one may come back.)
+		// attempt would be allowed. A lockout that spares this request's
+		// trusted device (res.Trusted) does not stand in its way.
 		for _, st := range res.Struck {
+			if res.Trusted && sparedIfTrusted(req.Locks, st.Key) {
+				continue
+			}
 			d.RetryAfter = max(d.RetryAfter, st.Until.Sub(res.Now))
 		}
 	default:
@@ -219,6 +220,16 @@ func rulesRetryAfter(rules []limits.Rule, results []limits.RuleResult) time.Dura
 		}
 	}
 	return d
+}
+
+// sparedIfTrusted reports whether lock key spares a trusted device.
+func sparedIfTrusted(locks []limits.LockRef, key string) bool {
+	for _, l := range locks {
+		if l.Key == key {
+			return l.SpareIfTrusted
+		}
+	}
+	return false
 }
 
 // sparesTrusted reports whether any lock honours a trusted device; only

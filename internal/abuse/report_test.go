@@ -415,3 +415,34 @@ func TestShadowFailuresStrikeNothing(t *testing.T) {
 		}
 	})
 }
+
+// A count_denials strike on the user from a device the user has trusted:
+// the user lockout (1h) spares that device, so the striking denial's
+// retry_after is the rate limit's (the device may come back then); from an
+// untrusted device it is the lockout's end.
+func TestCountDenialsRetryAfterTrustedDevice(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		g, _ := newGuard(t, b, Policy{Actions: map[string]Action{"otp_send": {
+			Limits:   []Rule{{Dimension: DimUser, Limit: 2, Window: time.Minute}},
+			Failures: []Rule{{Dimension: DimUser, Limit: 2, Window: time.Hour}},
+			Lockout:  Lockout{Ladder: []time.Duration{time.Hour}, CountDenials: true},
+		}}})
+		striking := func(user, device string) Decision {
+			t.Helper()
+			in := CheckInput{Action: "otp_send", Subject: subj(user, "", device)}
+			mustCheck(t, g, in)
+			mustCheck(t, g, in)
+			wantDecision(t, mustCheck(t, g, in), false, ReasonRateLimited) // failure 1
+			d := mustCheck(t, g, in)                                       // failure 2: strikes
+			wantDecision(t, d, false, ReasonRateLimited)
+			return d
+		}
+		mustReport(t, g, success("otp_send", "alice", "", "d-home")) // trusts d-home
+		if d := striking("alice", "d-home"); d.RetryAfter > time.Minute {
+			t.Errorf("striking check from a trusted device: retry_after %v, want the rate limit's (at most 1m): the lockout spares it", d.RetryAfter)
+		}
+		if d := striking("bob", "d-new"); d.RetryAfter < 59*time.Minute {
+			t.Errorf("striking check from an untrusted device: retry_after %v, want the lockout's end (about 1h)", d.RetryAfter)
+		}
+	})
+}

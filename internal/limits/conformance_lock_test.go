@@ -3,6 +3,7 @@ package limits
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -607,5 +608,32 @@ func confShorterLadder(t *testing.T, c *conf) {
 	res = c.fail(t, c.b, down)
 	if len(res.Struck) != 1 || res.Struck[0].Level != 2 || !res.Struck[0].Until.Equal(res.Struck[0].Since.Add(time.Minute)) {
 		t.Errorf("second strike of a decreasing ladder: %+v; want level 2 for 1m from the strike", res.Struck)
+	}
+}
+
+// confStrikeReportsTrust: a check whose denial strikes (DenialFailures)
+// reports whether its TrustKey names a trusted device (CheckResult.
+// Trusted), so the caller can tell whether a struck lock that spares such
+// a device stands in this device's way; without a strike it is false.
+func confStrikeReportsTrust(t *testing.T, c *conf) {
+	trusted, stranger := c.key("trust", "st-dev"), c.key("trust", "st-other")
+	c.report(t, c.a, ReportRequest{TrustKey: trusted, TrustTTL: time.Minute})
+	full := Rule{Key: c.key("log", "st-full"), Limit: 1, Window: confWindow}
+	c.check(t, c.a, CheckRequest{Rules: []Rule{full}})
+	for i, tc := range []struct {
+		name, trust string
+		want        bool
+	}{{"trusted device", trusted, true}, {"other device", stranger, false}, {"no device", "", false}} {
+		esc := c.escalation("st-"+strconv.Itoa(i), 1, []time.Duration{time.Hour}, time.Hour)
+		req := CheckRequest{Rules: []Rule{full}, Locks: []LockRef{{Key: esc.Failures[0].LockKey, SpareIfTrusted: true}},
+			TrustKey: tc.trust, DenialFailures: &esc}
+		res := c.check(t, c.store(i), req)
+		if res.Allowed || len(res.Struck) != 1 || res.Trusted != tc.want {
+			t.Errorf("%s: got allowed %v struck %d trusted %v, want a striking denial with trusted %v", tc.name, res.Allowed, len(res.Struck), res.Trusted, tc.want)
+		}
+	}
+	// Without a strike Trusted says nothing.
+	if res := c.check(t, c.b, CheckRequest{Rules: []Rule{full}, TrustKey: trusted}); res.Trusted {
+		t.Errorf("denial without a strike: got trusted true, want false")
 	}
 }

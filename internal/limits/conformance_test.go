@@ -68,6 +68,7 @@ func runConformance(t *testing.T, h storeHarness) {
 		{"CheckWhileLocked", false, confCheckWhileLocked},
 		{"LockEndsAtUntil", true, confLockEndsAtUntil},
 		{"SpareIfTrusted", false, confSpareIfTrusted},
+		{"StrikeReportsTrust", false, confStrikeReportsTrust},
 		{"TrustTTLExact", true, confTrustTTLExact},
 		{"SuccessClears", false, confSuccessClears},
 		{"ReportAnswersActiveLock", false, confReportAnswersLock},

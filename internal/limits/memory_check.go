@@ -142,6 +142,9 @@ func (s *MemoryStore) Check(ctx context.Context, req *CheckRequest) (CheckResult
 	if record && rsv != nil {
 		res.Struck = s.reserve(rsv, now, res.Struck)
 	}
+	if len(res.Struck) > 0 && req.TrustKey != "" {
+		res.Trusted = s.trusted(req.TrustKey, now)
+	}
 	return res, nil
 }
 

@@ -99,7 +99,7 @@ func (s *RedisStore) Check(ctx context.Context, req *CheckRequest) (CheckResult,
 		return CheckResult{}, redisError("call check function", err)
 	}
 	replies := make([]checkReply, len(groups))
-	allowed := true
+	allowed, trusted := true, false
 	for i, c := range calls {
 		if c.err != nil {
 			// A slot that answered and logged before another failed keeps
@@ -112,6 +112,7 @@ func (s *RedisStore) Check(ctx context.Context, req *CheckRequest) (CheckResult,
 		}
 		replies[i] = r
 		allowed = allowed && r.allowed
+		trusted = trusted || r.trusted
 	}
 
 	// On Cluster each slot's node has its own TIME: every rule's times
@@ -143,6 +144,7 @@ func (s *RedisStore) Check(ctx context.Context, req *CheckRequest) (CheckResult,
 		}
 	}
 	res.Locked = locked
+	res.Trusted = trusted && len(res.Struck) > 0
 	res.Challenge = !allowed && locked == nil && challengeOnly(req.Rules, res.Rules)
 	if len(foreign) > 0 {
 		s.writeIndexes(ctx, foreign)
@@ -165,6 +167,7 @@ func (s *RedisStore) Check(ctx context.Context, req *CheckRequest) (CheckResult,
 			res.Struck = append(res.Struck, rep.Struck...)
 		}
 	}
+	res.Trusted = trusted && len(res.Struck) > 0
 	return res, nil
 }
 

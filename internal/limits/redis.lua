@@ -73,7 +73,8 @@
 --                settled; PX the longest failure window
 --
 -- Replies:
---   check:   now allowed lockIdx, when lockIdx > 0 level since until
+--   check:   now allowed (+2 when the trust record names a trusted
+--            device) lockIdx, when lockIdx > 0 level since until
 --            info, nR, {count oldest kth} per rule, when ats {at} per
 --            rule,
 --            nO {a b c d at} per other rule,
@@ -766,7 +767,11 @@ local function run(keys, args)
       on = on + nR
     end
     if nO > 0 then kinds().reply() else put(0) end
-    OUT[2] = allowed and 1 or 0
+    -- bit 1: allowed; bit 2: the trust record names a trusted device
+    -- (on Cluster the strike may be another slot's).
+    local a = allowed and 1 or 0
+    if nT == 1 and isTrusted(v[nR + nL + 1]) then a = a + 2 end
+    OUT[2] = a
     -- A denial only by challenge rules is a challenge: no failure.
     if li == 0 and not allowed and not dry and denyFail and hard then slow().fail() end
     if allowed and not dry and escRes and #escRes.fails > 0 then

@@ -520,6 +520,7 @@ func redisBool(b bool) int {
 type checkReply struct {
 	now     int64
 	allowed bool
+	trusted bool // a check's trust record names a trusted device
 	// lockIdx is the 1-based index of the active lock among the group's
 	// locks, 0 when none; lock holds its state without the key.
 	lockIdx int
@@ -588,7 +589,8 @@ func parseReply(v []any, nRules, nOthers int, ats bool) (checkReply, error) {
 	r := &replyReader{v: v}
 	var out checkReply
 	out.now = r.int()
-	out.allowed = r.int() == 1
+	a := r.int()
+	out.allowed, out.trusted = a&1 == 1, a&2 != 0
 	out.lockIdx = int(r.int())
 	if out.lockIdx > 0 {
 		out.lock.Level = int(r.int())

@@ -292,6 +292,10 @@ type CheckResult struct {
 	Rules []RuleResult
 	// Locked is the active lockout that denied the attempt, or nil.
 	Locked *LockState
+	// Trusted reports, when Struck is not empty, that TrustKey named a
+	// trusted device: the struck locks with SpareIfTrusted do not apply to
+	// this device's next attempt. False otherwise.
+	Trusted bool
 	// Struck lists lockouts set by DenialFailures or Reserve during this
 	// call.
 	Struck []LockState
