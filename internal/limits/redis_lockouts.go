@@ -61,29 +61,23 @@ func (s *RedisStore) partnerLevels(ctx context.Context, locks []LockState, partn
 	if partner == nil {
 		return nil
 	}
-	var idx []int
+	of := map[string][]int{} // strike record key -> its manual records in locks
 	var keys []string
 	for i := range locks {
 		if k := partner(locks[i].Key); k != "" {
-			idx = append(idx, i)
-			keys = append(keys, k)
+			if of[k] == nil {
+				keys = append(keys, k)
+			}
+			of[k] = append(of[k], i)
 		}
 	}
-	if len(keys) == 0 {
-		return nil
+	strikes, err := s.readLocks(ctx, s.client, keys)
+	if err != nil {
+		return err
 	}
-	pipe := s.client.Pipeline()
-	cmds := make([]*redis.StringCmd, len(keys))
-	for i, k := range keys {
-		cmds[i] = pipe.Get(ctx, k)
-	}
-	_, _ = pipe.Exec(ctx)
-	for j, cmd := range cmds {
-		if err := cmd.Err(); err != nil && err != redis.Nil {
-			return redisError("read strike records", err)
-		}
-		if st, ok := parseLockRecord(keys[j], cmd.Val()); ok {
-			locks[idx[j]].Level = st.Level
+	for _, st := range strikes {
+		for _, i := range of[st.Key] {
+			locks[i].Level = st.Level
 		}
 	}
 	return nil
@@ -100,11 +94,14 @@ func (s *RedisStore) readLocks(ctx context.Context, c redis.Cmdable, keys []stri
 	for i, k := range keys {
 		cmds[i] = pipe.Get(ctx, k)
 	}
-	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-		return nil, redisError("read lock records", err)
-	}
+	// Exec's error is the first command's that failed, redis.Nil for a
+	// missing record: each command's own says whether it was read.
+	_, _ = pipe.Exec(ctx)
 	out := make([]LockState, 0, len(keys))
 	for i, cmd := range cmds {
+		if err := cmd.Err(); err != nil && err != redis.Nil {
+			return nil, redisError("read lock records", err)
+		}
 		if st, ok := parseLockRecord(keys[i], cmd.Val()); ok {
 			out = append(out, st)
 		}
