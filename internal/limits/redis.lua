@@ -74,7 +74,7 @@
 --
 -- Replies:
 --   check:   now allowed (+2 when the trust record names a trusted
---            device) lockIdx, when lockIdx > 0 level since until
+--            device; read on a denial, or with ats) lockIdx, when lockIdx > 0 level since until
 --            info, nR, {count oldest kth} per rule, when ats {at} per
 --            rule,
 --            nO {a b c d at} per other rule,
@@ -767,10 +767,13 @@ local function run(keys, args)
       on = on + nR
     end
     if nO > 0 then kinds().reply() else put(0) end
-    -- bit 1: allowed; bit 2: the trust record names a trusted device
-    -- (on Cluster the strike may be another slot's).
+    -- bit 1: allowed; bit 2: the trust record names a trusted device.
+    -- Only a denial's strike reads it (CheckResult.Trusted): read on a
+    -- denial, and on Cluster whenever the decision spans slots (ats: a
+    -- strike may be another slot's follow-up); an allowed check of one
+    -- slot, the common one, skips it.
     local a = allowed and 1 or 0
-    if nT == 1 and isTrusted(v[nR + nL + 1]) then a = a + 2 end
+    if nT == 1 and (ats or not allowed) and isTrusted(v[nR + nL + 1]) then a = a + 2 end
     OUT[2] = a
     -- A denial only by challenge rules is a challenge: no failure.
     if li == 0 and not allowed and not dry and denyFail and hard then slow().fail() end

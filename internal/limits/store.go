@@ -292,9 +292,10 @@ type CheckResult struct {
 	Rules []RuleResult
 	// Locked is the active lockout that denied the attempt, or nil.
 	Locked *LockState
-	// Trusted reports, when Struck is not empty, that TrustKey named a
-	// trusted device: the struck locks with SpareIfTrusted do not apply to
-	// this device's next attempt. False otherwise.
+	// Trusted reports, for a denial that struck (DenialFailures), that
+	// TrustKey named a trusted device: the struck locks with
+	// SpareIfTrusted do not apply to this device's next attempt. False
+	// otherwise (an allowed check's reservation strikes do not read it).
 	Trusted bool
 	// Struck lists lockouts set by DenialFailures or Reserve during this
 	// call.
