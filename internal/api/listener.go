@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/guardhq/guard/sdk"
 )
 
 // Listener wraps ln so that the answers net/http writes by itself, before
@@ -177,9 +179,9 @@ func rewriteServerAnswer(p []byte) ([]byte, bool) {
 	default:
 		return nil, false
 	}
-	errCode := "invalid_request"
+	errCode := sdk.CodeInvalidRequest
 	if code == http.StatusRequestHeaderFieldsTooLarge {
-		errCode = "too_large"
+		errCode = sdk.CodeTooLarge
 	}
 	id := newRequestID()
 	body, _ := json.Marshal(errorBody{Error: errorDetail{Code: errCode, Message: message, RequestID: id}})
