@@ -68,6 +68,8 @@ func TestUsageErrors(t *testing.T) {
 		{"config without check", []string{"config"}, `want "guard config check"`},
 		{"config check with a bare file", []string{"config", "check", "guard.yaml"}, "unexpected argument guard.yaml"},
 		{"bench unknown mode", []string{"bench", "--modes", "raw-multi"}, `unknown mode "raw-multi"`},
+		{"version with a flag", []string{"version", "--bogus"}, `takes no arguments: "--bogus"`},
+		{"--version with an argument", []string{"--version", "x"}, `guard version takes no arguments: "x"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -80,6 +80,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			fmt.Fprint(stdout, "Usage: guard version\n\nPrints guard's version, the commit it was built from and its Go toolchain\n(also guard --version).\n")
 			return nil
 		}
+		if len(rest) > 0 {
+			fmt.Fprint(stderr, "Usage: guard version\n")
+			return fmt.Errorf("guard %s takes no arguments: %q", strings.TrimLeft(name, "-"), rest[0])
+		}
 		fmt.Fprintln(stdout, versionLine())
 		return nil
 	case "-h", "-help", "--help", "help":
