@@ -135,6 +135,7 @@ func (a *app) buildRuntime(cfg *config.Config, prev *reload.Runtime) (*reload.Ru
 		State:           a.apiState,
 		Guard:           g,
 		Audit:           a.audit,
+		AuditSync:       a.recorder.Sync,
 		Cursors:         audit.NewCursorCodec(derive(cfg.Guard.KeySecret, "audit-cursor")),
 		NormalizeUser:   g.AuditUser,
 		NormalizeDevice: g.AuditDevice,

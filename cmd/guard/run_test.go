@@ -462,6 +462,32 @@ func TestServeEmbeddedDefaults(t *testing.T) {
 	}
 }
 
+// TestServeAuditReadsItsOwnWrites: an audit read waits for the events
+// recorded before it (audit.Writer.Sync), so a decision is in the trail
+// the moment its answer is, though the writer flushes only hourly here.
+func TestServeAuditReadsItsOwnWrites(t *testing.T) {
+	g := startGuard(t, "listen: 127.0.0.1:0\naudit: {flush_interval: 1h}\napi_keys:\n  - {name: a, scopes: [admin], key: \""+adminKey+"\"}\n", nil)
+	ctx := context.Background()
+	client := sdk.New(g.base, adminKey, sdk.WithTimeout(10*time.Second))
+	for i := range 3 {
+		res, err := client.Check(ctx, sdk.CheckRequest{Action: "login", User: strp("dave@example.com")})
+		if err != nil {
+			t.Fatalf("check: %v", err)
+		}
+		page, err := client.Audit(ctx, sdk.AuditFilter{User: "dave@example.com"})
+		if err != nil {
+			t.Fatalf("audit: %v", err)
+		}
+		if len(page.Events) != i+1 || page.Events[0].DecisionID == nil || *page.Events[0].DecisionID != res.DecisionID {
+			t.Fatalf("after check %d the trail holds %d events (newest %+v), want %d, the newest decision %s",
+				i+1, len(page.Events), page.Events, i+1, res.DecisionID)
+		}
+	}
+	if err := g.stop(t); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+}
+
 // TestServeListenFlag checks that --listen wins over GUARD_LISTEN and the
 // file (whose addresses cannot be bound here), and that a short API key is
 // warned about at start.

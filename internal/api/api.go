@@ -148,6 +148,11 @@ type Deps struct {
 	Guard Guard
 	// Audit answers the audit API and pages; required.
 	Audit AuditReader
+	// AuditSync, when set, is called before every read of Audit
+	// (audit.Writer.Sync): the read waits, at most auditSyncWait, until
+	// the events recorded before it are stored, so an instance's answers
+	// include its own latest decisions.
+	AuditSync func(ctx context.Context) error
 	// Cursors encodes audit page cursors (audit.NewCursorCodec); required.
 	Cursors CursorCodec
 	// NormalizeUser and NormalizeDevice turn audit and UI filter values into
@@ -205,6 +210,9 @@ func New(logger *slog.Logger, cfg Config, deps Deps) (http.Handler, error) {
 	}
 	if deps.Guard == nil || deps.Audit == nil || deps.Cursors == nil {
 		return nil, errors.New("api: Guard, Audit and Cursors are required")
+	}
+	if deps.AuditSync != nil {
+		deps.Audit = syncAudit(deps.Audit, deps.AuditSync)
 	}
 	keys, err := compileKeys(cfg.Keys)
 	if err != nil {

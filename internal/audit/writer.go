@@ -103,7 +103,8 @@ type Writer struct {
 	spool  *spool // nil without SpoolDir
 
 	q         chan Event
-	closeMu   sync.RWMutex // Record holds it shared so Close knows no Record is mid-enqueue
+	syncs     chan chan struct{} // Sync's requests
+	closeMu   sync.RWMutex       // Record holds it shared so Close knows no Record is mid-enqueue
 	closed    bool
 	stop      chan struct{}
 	done      chan struct{}
@@ -164,7 +165,7 @@ func NewWriter(logger *slog.Logger, cfg WriterConfig, store Store, hooks WriterH
 	}
 	w := &Writer{
 		logger: logger, cfg: cfg, store: store, hooks: hooks,
-		q: make(chan Event, cfg.QueueSize), stop: make(chan struct{}), done: make(chan struct{}),
+		q: make(chan Event, cfg.QueueSize), syncs: make(chan chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.up.Store(true)
@@ -221,6 +222,35 @@ func (w *Writer) Record(e Event) {
 		}
 	}
 	w.drop(1, "audit queue full")
+}
+
+// Sync waits until every event recorded before it was called has been
+// offered to the store and the store has answered: written, or spooled or
+// dropped when it failed. Reads of the trail call it first, so that an
+// instance's own decisions are in its audit answers at once rather than
+// after the next flush (read-your-writes on one instance). It returns
+// ctx's error when ctx ends first (the events stay on their way), nil
+// once the writer is closed.
+func (w *Writer) Sync(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	req := make(chan struct{})
+	select {
+	case w.syncs <- req:
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-req:
+		return nil
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Backlog returns how many recorded events are not yet in the store:

@@ -81,6 +81,14 @@ func (w *Writer) run() {
 				w.flush(batch)
 				batch = w.newBatch()
 			}
+		case req := <-w.syncs:
+			batch = w.take(batch)
+			if len(batch) > 0 {
+				w.flush(batch)
+				batch = w.newBatch()
+			}
+			w.drain()
+			close(req)
 		case r := <-oldest:
 			w.complete(r)
 		case err := <-w.probe:
@@ -430,9 +438,9 @@ func (w *Writer) replay(deadline time.Time) {
 	}
 }
 
-// finish runs on Close: drain the queue, write it, replay the spool while
-// the store answers and Close's deadline allows, and close the spool.
-func (w *Writer) finish(batch []Event) {
+// take moves every event queued now into batch, flushing each batch that
+// fills, and returns the batch that did not.
+func (w *Writer) take(batch []Event) []Event {
 	for {
 		select {
 		case e := <-w.q:
@@ -441,11 +449,16 @@ func (w *Writer) finish(batch []Event) {
 				w.flush(batch)
 				batch = w.newBatch()
 			}
-			continue
 		default:
+			return batch
 		}
-		break
 	}
+}
+
+// finish runs on Close: drain the queue, write it, replay the spool while
+// the store answers and Close's deadline allows, and close the spool.
+func (w *Writer) finish(batch []Event) {
+	batch = w.take(batch)
 	if len(batch) > 0 {
 		w.flush(batch)
 	}

@@ -708,3 +708,50 @@ func TestSpoolRecoversFromWriteError(t *testing.T) {
 		}
 	}
 }
+
+// TestWriterSync: Sync returns once every event recorded before it is
+// stored, without waiting for the flush interval; during an outage it
+// returns once they are spooled; a Sync whose context ends first says so;
+// after Close it returns at once.
+func TestWriterSync(t *testing.T) {
+	s := newFlakyStore()
+	dir := t.TempDir()
+	w := newTestWriter(t, WriterConfig{BatchSize: 10, FlushInterval: time.Hour, SpoolDir: dir}, s, WriterHooks{})
+	events := genEvents("s", 23, time.Now(), time.Millisecond)
+	for _, e := range events[:13] {
+		w.Record(e)
+	}
+	if err := w.Sync(context.Background()); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	if got := s.Len(); got != 13 {
+		t.Fatalf("got %d events stored after Sync, want 13", got)
+	}
+	if got := w.Backlog(); got != 0 {
+		t.Errorf("got backlog %d after Sync, want 0", got)
+	}
+
+	s.down.Store(true)
+	for _, e := range events[13:] {
+		w.Record(e)
+	}
+	if err := w.Sync(context.Background()); err != nil {
+		t.Fatalf("sync during the outage: %v", err)
+	}
+	if got := w.Stats().SpoolEvents; got != 10 {
+		t.Errorf("got %d events spooled after Sync during the outage, want 10", got)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := w.Sync(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("sync with a cancelled context = %v, want context.Canceled", err)
+	}
+	s.down.Store(false)
+	if err := w.Close(context.Background()); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if err := w.Sync(context.Background()); err != nil {
+		t.Errorf("sync after close = %v, want nil", err)
+	}
+}
