@@ -54,9 +54,10 @@ type Notification struct {
 	IP        *string `json:"ip"`
 	Device    *string `json:"device"`
 	// Phone is the E.164 number (a hash under audit.pseudonymize), or the
-	// region or prefix of a phone_country or phone_prefix lockout; null
-	// when the lockout involves none (a Guard addition to API.md's list).
-	Phone *string `json:"phone"`
+	// region or prefix of a phone_country or phone_prefix lockout (a Guard
+	// addition to API.md's list); absent when the lockout involves none,
+	// so that such a body has exactly API.md's fields.
+	Phone *string `json:"phone,omitempty"`
 	// Level is the ladder step after a strike (from 1), the key's current
 	// level for a manual lockout (0 without strikes), 0 after an unlock.
 	Level int `json:"level"`

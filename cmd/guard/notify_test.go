@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -46,10 +47,24 @@ func newHookReceiver(t *testing.T, plan ...int) *hookReceiver {
 		if err := dec.Decode(&n); err != nil {
 			t.Errorf("notification body %s: %v", body, err)
 		}
-		for _, k := range []string{"ledger", "user", "ip", "device", "until"} {
-			if !bytes.Contains(body, []byte(`"`+k+`":`)) {
-				t.Errorf("notification body %s has no %q (null when it does not apply)", body, k)
+		// Exactly API.md's fields (null when one does not apply), and
+		// Guard's phone only when the lockout has one.
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(body, &fields); err != nil {
+			t.Errorf("notification body %s: %v", body, err)
+		}
+		var keys []string
+		for k := range fields {
+			if k != "phone" {
+				keys = append(keys, k)
 			}
+		}
+		slices.Sort(keys)
+		if want := []string{"at", "device", "dimension", "event", "id", "instance", "ip", "ledger", "level", "reason", "until", "user"}; !slices.Equal(keys, want) {
+			t.Errorf("notification body %s has fields %v, want %v", body, keys, want)
+		}
+		if p, ok := fields["phone"]; ok && string(p) == "null" {
+			t.Errorf("notification body %s: a null phone, want none", body)
 		}
 		r.mu.Lock()
 		code := http.StatusOK
