@@ -174,22 +174,22 @@ func setDecisionHeaders(h http.Header, d abuse.Decision, cost int) {
 		h["Ratelimit-Policy"] = vals[0:1:1]
 		h["Ratelimit"] = vals[1:2:2]
 	}
-	if secs, ok := retryAfter(d, limits, cost); ok {
+	if secs, ok := retryAfter(d); ok {
 		vals[2] = strconv.FormatInt(secs, 10)
 		h["Retry-After"] = vals[2:3:3]
 	}
 }
 
 // retryAfter is the Retry-After of a decision in whole seconds, rounded
-// up: on rate-limit and lockout denials retry_after_ms rounded up, never
-// earlier than the t of any enforced log rule the attempt does not fit in,
-// and at least 1; exactly 1 on a store_unavailable denial; none on allowed
-// or denylisted answers, which no waiting changes. Counters and buckets
-// raise nothing: one that denies has its exact wait as its t already
-// (abuse), and one with no room that does not deny (a challenge the
-// caller passed) has as its t when it forgets every attempt, which can be
-// days after the attempt fits.
-func retryAfter(d abuse.Decision, limits []abuse.LimitState, cost int) (int64, bool) {
+// up: on rate-limit and lockout denials retry_after_ms rounded up (at
+// least 1); exactly 1 on a store_unavailable denial; none on allowed or
+// denylisted answers, which no waiting changes. retry_after_ms is already
+// the earliest moment the same attempt is allowed (abuse: the latest wait
+// of the rules that deny it, a lockout's end or later), so it is never
+// earlier than the t of a rule that stands in the way; the t of a rule
+// that does not (a distinct set that holds the attempt's value, a
+// challenge the caller passed, a rule with room) raises nothing.
+func retryAfter(d abuse.Decision) (int64, bool) {
 	if d.Allowed {
 		return 0, false
 	}
@@ -201,10 +201,5 @@ func retryAfter(d abuse.Decision, limits []abuse.LimitState, cost int) (int64, b
 		return 0, false
 	}
 	secs := ceilSeconds(d.RetryAfter)
-	for _, l := range limits {
-		if !l.Shadow && l.Remaining < cost && l.Algorithm != abuse.AlgCounter && l.Algorithm != abuse.AlgBucket {
-			secs = max(secs, ceilSeconds(l.Reset))
-		}
-	}
 	return max(secs, 1), true
 }

@@ -109,9 +109,11 @@ func TestDecisionHeaders(t *testing.T) {
 			wantRateLimit: `"otp/device";r=4;t=2`,
 		},
 		{
-			name: "Retry-After never earlier than a denying rule's t",
-			d: abuse.Decision{Reason: abuse.ReasonRateLimited, RetryAfter: 999 * time.Millisecond,
-				Limits: []abuse.LimitState{{Rule: "r", Limit: 1, Window: 10 * time.Second, Remaining: 0, Reset: 5 * time.Second}}},
+			// retry_after_ms of a denying rule is at least its reset
+			// (abuse), so rounding both up keeps Retry-After >= its t.
+			name: "Retry-After is retry_after_ms rounded up",
+			d: abuse.Decision{Reason: abuse.ReasonRateLimited, RetryAfter: 4001 * time.Millisecond,
+				Limits: []abuse.LimitState{{Rule: "r", Limit: 1, Window: 10 * time.Second, Remaining: 0, Reset: 4001 * time.Millisecond}}},
 			wantPolicy:     `"r";q=1;w=10`,
 			wantRateLimit:  `"r";r=0;t=5`,
 			wantRetryAfter: "5",
@@ -128,13 +130,18 @@ func TestDecisionHeaders(t *testing.T) {
 			wantRetryAfter: "2",
 		},
 		{
-			name: "cost above remaining makes a rule deny",
+			// A rule that does not stand in the way (here a distinct set
+			// with room, to which cost does not apply) raises nothing.
+			name: "a rule's far t raises no Retry-After",
 			cost: 3,
 			d: abuse.Decision{Reason: abuse.ReasonRateLimited, RetryAfter: 1500 * time.Millisecond,
-				Limits: []abuse.LimitState{{Rule: "r", Limit: 5, Window: time.Minute, Remaining: 2, Reset: 7 * time.Second}}},
-			wantPolicy:     `"r";q=5;w=60`,
-			wantRateLimit:  `"r";r=2;t=7`,
-			wantRetryAfter: "7",
+				Limits: []abuse.LimitState{
+					{Rule: "d", Limit: 5, Window: time.Minute, Remaining: 2, Reset: 50 * time.Second, Distinct: "user"},
+					{Rule: "r", Limit: 3, Window: 3 * time.Second, Remaining: 2, Reset: 1500 * time.Millisecond},
+				}},
+			wantPolicy:     `"d";q=5;w=60, "r";q=3;w=3`,
+			wantRateLimit:  `"d";r=2;t=50, "r";r=2;t=2`,
+			wantRetryAfter: "2",
 		},
 		{
 			// A counter with no room that does not deny (a challenge the

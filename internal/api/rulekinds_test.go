@@ -92,3 +92,61 @@ func TestRuleKindsOnTheWire(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryAfterOnlyFromRulesInTheWay: Retry-After is retry_after_ms
+// rounded up. The far t of a rule that does not stand in the way of the
+// attempt raises nothing: a distinct rule with room (cost does not apply
+// to it), a full distinct set that already holds the attempt's user, a
+// challenge rule the caller passed.
+func TestRetryAfterOnlyFromRulesInTheWay(t *testing.T) {
+	st := newStack(t, func(cfg *abuse.Config) {
+		cfg.Policy = abuse.Policy{Actions: map[string]abuse.Action{
+			"d3": {Limits: []abuse.Rule{
+				{Dimension: abuse.DimIP, Distinct: abuse.DimUser, Limit: 2, Window: time.Minute},
+				{Dimension: abuse.DimIP, Limit: 3, Window: 3 * time.Second},
+			}},
+			"d2": {Limits: []abuse.Rule{
+				{Dimension: abuse.DimIP, Distinct: abuse.DimUser, Limit: 1, Window: time.Minute},
+				{Dimension: abuse.DimUser, Limit: 1, Window: 3 * time.Second},
+			}},
+			"cp": {Limits: []abuse.Rule{
+				{Dimension: abuse.DimIP, Limit: 1, Window: time.Minute, OnLimit: abuse.OnLimitChallenge},
+				{Dimension: abuse.DimUser, Limit: 1, Window: 3 * time.Second},
+			}},
+		}}
+	})
+	check := func(body string) (decision, retryMs, retryAfter string) {
+		t.Helper()
+		w := st.do(t, "POST", "/v1/check", "k-check", body)
+		if w.Code != 200 {
+			t.Fatalf("check %s: status %d (%s)", body, w.Code, w.Body)
+		}
+		var res map[string]json.RawMessage
+		if err := json.Unmarshal(w.Body.Bytes(), &res); err != nil {
+			t.Fatal(err)
+		}
+		return string(res["decision"]), string(res["retry_after_ms"]), w.Header().Get("Retry-After")
+	}
+	tests := []struct {
+		name  string
+		first []string
+		last  string
+	}{
+		{"a distinct rule with room, cost 3", []string{`{"action":"d3","ip":"192.0.2.1","user":"v1"}`},
+			`{"action":"d3","ip":"192.0.2.1","user":"v1","cost":3}`},
+		{"a full distinct set holding the user", []string{`{"action":"d2","ip":"192.0.2.2","user":"u1"}`},
+			`{"action":"d2","ip":"192.0.2.2","user":"u1"}`},
+		{"a passed challenge rule", []string{`{"action":"cp","ip":"192.0.2.3","user":"p1"}`, `{"action":"cp","ip":"192.0.2.3","user":"p1","challenge_passed":true}`},
+			`{"action":"cp","ip":"192.0.2.3","user":"p1","challenge_passed":true}`},
+	}
+	for _, tt := range tests {
+		for _, b := range tt.first {
+			check(b)
+		}
+		st.clock.Advance(10 * time.Millisecond)
+		decision, ms, ra := check(tt.last)
+		if decision != `"deny"` || ms != "2990" || ra != "3" {
+			t.Errorf("%s: decision %s, retry_after_ms %s, Retry-After %q; want deny, 2990, 3 (the 3 s rule's wait)", tt.name, decision, ms, ra)
+		}
+	}
+}
