@@ -29,8 +29,8 @@ const (
 //
 // Errors: *InputError for an unknown action, a bad identifier, no
 // identifier, an outcome other than "success" or "failure" (field
-// "outcome"), or a decision_id that is not 1 to MaxDecisionIDLen bytes of
-// [A-Za-z0-9_-] (field "decision_id"); else a wrapped store error, with nothing audited.
+// "outcome"), or a decision_id that is not at most MaxDecisionIDLen bytes
+// of [A-Za-z0-9_-] (field "decision_id"; "" is none); else a wrapped store error, with nothing audited.
 func (g *Guard) Report(ctx context.Context, in ReportInput) (ReportOutcome, error) {
 	a, err := g.action(in.Action)
 	if err != nil {
