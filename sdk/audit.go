@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"encoding/json"
 	"net/url"
 	"strconv"
 	"time"
@@ -43,6 +44,24 @@ type AuditEvent struct {
 	DecisionID *string `json:"decision_id"`
 	Instance   *string `json:"instance"`
 	Note       *string `json:"note"`
+}
+
+// MarshalJSON writes e with its times as the wire has them (TimeFormat:
+// always three fractional digits, UTC), where time.Time's own encoding
+// would drop trailing zeros ("…07.63Z", "…00Z") and keep a zone.
+func (e AuditEvent) MarshalJSON() ([]byte, error) {
+	type plain AuditEvent
+	var until *string
+	if e.LockoutUntil != nil {
+		u := FormatTime(*e.LockoutUntil)
+		until = &u
+	}
+	return json.Marshal(struct {
+		ID string `json:"id"`
+		At string `json:"at"`
+		plain
+		LockoutUntil *string `json:"lockout_until"`
+	}{e.ID, FormatTime(e.At), plain(e), until})
 }
 
 // AuditPage is one page of GET /v1/audit.
