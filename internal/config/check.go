@@ -64,7 +64,11 @@ func Check(path string, env Env) (*Config, CheckResult) {
 	// serve's own rule, on the same config (a secret it would make up is
 	// harmless here).
 	if _, err := cfg.EnsureKeySecret(); err != nil {
-		res.Problems = []error{fmt.Errorf("%s: %w", res.Name, err)}
+		where := cfg.redisWhere
+		if where == "" {
+			where = res.Name
+		}
+		res.Problems = []error{fmt.Errorf("%s: %w", where, err)}
 	}
 	if len(res.Problems) > 0 {
 		return nil, res
