@@ -287,11 +287,12 @@ func (a *app) postgresUp() bool {
 }
 
 // readiness answers /readyz: Guard can always decide (the fallback limiter
-// keeps answering), degraded while Redis is unreachable.
+// keeps answering), degraded while Redis is unreachable: from the first
+// call it failed, before the breaker opens (FailoverStore.Unreachable).
 func (a *app) readiness(ctx context.Context) api.Readiness {
 	r := api.Readiness{CanDecide: true, Mode: "normal", Redis: "ok", Postgres: "ok",
 		AuditBacklog: int64(a.recorder.Backlog())}
-	if a.failover != nil && a.failover.Degraded() {
+	if a.failover != nil && a.failover.Unreachable() {
 		r.Mode, r.Redis = "degraded", "down"
 	}
 	if a.pg != nil && !a.postgresUp() {

@@ -78,6 +78,10 @@ type FailoverStore struct {
 
 	state    atomic.Int32 // a BreakerState
 	failures atomic.Int64 // consecutive primary failures while closed
+	// failSeq counts the failures countFailure counted; probeOK is its
+	// value at the last good probe while closed (Unreachable).
+	failSeq atomic.Int64
+	probeOK atomic.Int64
 
 	mu         sync.Mutex // serialises transitions and their hooks
 	goodProbes int
@@ -140,6 +144,16 @@ func NewFailover(logger *slog.Logger, cfg FailoverConfig, primary Store, fallbac
 // whether decisions currently come from the local fallback.
 func (f *FailoverStore) Degraded() bool {
 	return f.State() != BreakerClosed
+}
+
+// Unreachable reports whether the primary looks unreachable now: the
+// breaker is not closed, or the last primary call failed for
+// unavailability and no probe has answered since (a run of failures still
+// below the threshold, whose decisions the fallback answers already).
+// /readyz says degraded while it holds, so it never says normal while
+// decisions come back degraded.
+func (f *FailoverStore) Unreachable() bool {
+	return f.Degraded() || f.failures.Load() > 0 && f.failSeq.Load() > f.probeOK.Load()
 }
 
 // State returns the breaker's current state.

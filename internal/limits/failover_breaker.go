@@ -65,6 +65,7 @@ func (f *FailoverStore) countFailure(cause error) {
 		f.logger.Error("limit store error that is not an outage (a bug?); answered from the fallback, breaker left closed", "err", cause)
 		return
 	}
+	f.failSeq.Add(1)
 	if f.failures.Add(1) >= int64(f.cfg.FailureThreshold) {
 		f.trip(cause)
 	}
@@ -128,6 +129,9 @@ func (f *FailoverStore) probe() {
 		f.primaryError(err)
 	}
 	if f.State() == BreakerClosed {
+		if err == nil {
+			f.probeOK.Store(f.failSeq.Load())
+		}
 		f.countFailure(err)
 		return
 	}

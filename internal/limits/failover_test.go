@@ -239,6 +239,60 @@ func TestFailoverSuccessResetsRun(t *testing.T) {
 	}
 }
 
+// TestFailoverUnreachable: the first failed decision makes the primary
+// unreachable (its answer came from the fallback) before the breaker
+// opens; a success, or a good probe, ends that; an open breaker is
+// unreachable; a bug (not an outage) is not.
+func TestFailoverUnreachable(t *testing.T) {
+	var fail, bug atomic.Bool
+	primary := &foStore{check: func(context.Context, *CheckRequest) (CheckResult, error) {
+		if bug.Load() {
+			return CheckResult{}, errors.New("ERR script bug")
+		}
+		if fail.Load() {
+			return CheckResult{}, errFoDown
+		}
+		return CheckResult{Allowed: true}, nil
+	}}
+	f := newTestFailover(t, FailoverConfig{FailureThreshold: 3}, primary, &foStore{}, FailoverEvents{})
+	check := func(failing bool) {
+		t.Helper()
+		fail.Store(failing)
+		if _, err := f.Check(context.Background(), foCheckReq()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f.Unreachable() {
+		t.Fatal("Unreachable() before any call, want false")
+	}
+	check(true)
+	if f.Degraded() || !f.Unreachable() {
+		t.Errorf("after one failed call: Degraded %v, Unreachable %v; want false, true", f.Degraded(), f.Unreachable())
+	}
+	check(false)
+	if f.Unreachable() {
+		t.Error("after a success: Unreachable() = true, want false")
+	}
+	check(true)
+	fail.Store(false)
+	f.probe() // good
+	if f.Unreachable() {
+		t.Error("after a good probe: Unreachable() = true, want false")
+	}
+	bug.Store(true)
+	check(false)
+	if f.Unreachable() {
+		t.Error("after a bug: Unreachable() = true, want false (not an outage)")
+	}
+	bug.Store(false)
+	check(true)
+	check(true)
+	check(true)
+	if !f.Degraded() || !f.Unreachable() {
+		t.Errorf("after three failed calls: Degraded %v, Unreachable %v; want true, true", f.Degraded(), f.Unreachable())
+	}
+}
+
 func TestFailoverBudgetOnHang(t *testing.T) {
 	const budget = 30 * time.Millisecond
 	primary := foHanging()
