@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/guardhq/guard/internal/audit"
@@ -18,6 +19,10 @@ const auditSyncWait = time.Second
 type syncedReader struct {
 	r    AuditReader
 	sync func(context.Context) error
+	// stuck is when a wait last ran out (unix ns): for auditSyncWait
+	// after it reads do not wait again, so that a page of several reads
+	// waits at most auditSyncWait in all while the writer is stuck.
+	stuck *atomic.Int64
 }
 
 type syncedReview struct {
@@ -26,7 +31,7 @@ type syncedReview struct {
 }
 
 func syncAudit(r AuditReader, sync func(context.Context) error) AuditReader {
-	sr := syncedReader{r: r, sync: sync}
+	sr := syncedReader{r: r, sync: sync, stuck: new(atomic.Int64)}
 	if rv, ok := r.(auditReview); ok {
 		return syncedReview{sr, rv}
 	}
@@ -34,9 +39,14 @@ func syncAudit(r AuditReader, sync func(context.Context) error) AuditReader {
 }
 
 func (s syncedReader) wait(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, auditSyncWait)
+	if t := s.stuck.Load(); t != 0 && time.Since(time.Unix(0, t)) < auditSyncWait {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, auditSyncWait)
 	defer cancel()
-	_ = s.sync(ctx)
+	if err := s.sync(wctx); err != nil && ctx.Err() == nil {
+		s.stuck.Store(time.Now().UnixNano())
+	}
 }
 
 func (s syncedReader) Query(ctx context.Context, f audit.Filter) (audit.Page, error) {

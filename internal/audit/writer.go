@@ -228,7 +228,10 @@ func (w *Writer) Record(e Event) {
 // offered to the store and the store has answered: written, or spooled or
 // dropped when it failed. Reads of the trail call it first, so that an
 // instance's own decisions are in its audit answers at once rather than
-// after the next flush (read-your-writes on one instance). It returns
+// after the next flush (read-your-writes on one instance). While the
+// spool still holds older events (being replayed after an outage or a
+// restart), newer ones go behind them and Sync returns once they are
+// spooled: they appear when the replay reaches them. It returns
 // ctx's error when ctx ends first (the events stay on their way), nil
 // once the writer is closed.
 func (w *Writer) Sync(ctx context.Context) error {

@@ -755,3 +755,33 @@ func TestWriterSync(t *testing.T) {
 		t.Errorf("sync after close = %v, want nil", err)
 	}
 }
+
+// Concurrent Syncs each return once every event recorded before them is
+// stored; they share flushes (never more writes than Syncs).
+func TestWriterConcurrentSyncs(t *testing.T) {
+	s := newFlakyStore()
+	w := newTestWriter(t, WriterConfig{BatchSize: 1000, FlushInterval: time.Hour}, s, WriterHooks{})
+	events := genEvents("c", 40, time.Now(), time.Millisecond)
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.Record(events[2*i])
+			w.Record(events[2*i+1])
+			if err := w.Sync(context.Background()); err != nil {
+				t.Errorf("sync: %v", err)
+			}
+			s.mu.Lock()
+			n := s.inserts[events[2*i].ID] + s.inserts[events[2*i+1].ID]
+			s.mu.Unlock()
+			if n != 2 {
+				t.Errorf("after its Sync, reader %d finds %d of its 2 events stored", i, n)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := len(s.batchSizes()); got > 20 {
+		t.Errorf("%d writes for 20 Syncs, want at most 20", got)
+	}
+}
