@@ -123,3 +123,24 @@ func (f AuditFilter) Values() url.Values {
 	set("cursor", f.Cursor)
 	return v
 }
+
+// MarshalJSON writes l with its end as the wire has it (TimeFormat), as
+// AuditEvent does.
+func (l Lockout) MarshalJSON() ([]byte, error) {
+	type plain Lockout
+	return json.Marshal(struct {
+		plain
+		Until string `json:"until"`
+	}{plain(l), FormatTime(l.Until)})
+}
+
+// MarshalJSON writes e with its times as the wire has them (TimeFormat),
+// as AuditEvent does.
+func (e LockoutEntry) MarshalJSON() ([]byte, error) {
+	type plain LockoutEntry
+	return json.Marshal(struct {
+		plain
+		Since string `json:"since"`
+		Until string `json:"until"`
+	}{plain(e), FormatTime(e.Since), FormatTime(e.Until)})
+}

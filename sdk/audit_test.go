@@ -3,7 +3,9 @@ package sdk
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 )
 
 // An event decoded from GET /v1/audit encodes back to the same JSON:
@@ -35,5 +37,24 @@ func TestAuditEventEncodesAsTheWire(t *testing.T) {
 		if len(got.Events) != 1 || !reflect.DeepEqual(got.Events[0], want) {
 			t.Errorf("encoded\n%s\nwant the fields of\n%s", out, wire)
 		}
+	}
+}
+
+// Lockouts in answers encode back with the wire's times too.
+func TestLockoutsEncodeAsTheWire(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 600_000_000, time.FixedZone("x", 3600))
+	b, err := json.Marshal(CheckResponse{Lockout: &Lockout{Dimension: "user", Until: at, Level: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"lockout":{"dimension":"user","level":2,"until":"2026-01-02T02:04:05.600Z"}`) {
+		t.Errorf("check answer encoded %s", b)
+	}
+	b, err = json.Marshal(LockoutsResponse{Lockouts: []LockoutEntry{{Ledger: "auth", Dimension: "user", User: String("bob"), Level: 1, Since: at, Until: at.Add(time.Minute)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"since":"2026-01-02T02:04:05.600Z","until":"2026-01-02T02:05:05.600Z"`) {
+		t.Errorf("lockouts encoded %s", b)
 	}
 }
