@@ -65,10 +65,11 @@ func Check(path string, env Env) (*Config, CheckResult) {
 	// harmless here).
 	if _, err := cfg.EnsureKeySecret(); err != nil {
 		where := cfg.redisWhere
-		if where == "" {
-			where = res.Name
+		if where.File == "" {
+			where.File = res.Name
 		}
-		res.Problems = []error{fmt.Errorf("%s: %w", where, err)}
+		where.Msg = err.Error()
+		res.Problems = []error{&where}
 	}
 	if len(res.Problems) > 0 {
 		return nil, res

@@ -77,10 +77,10 @@ type Config struct {
 	// spools are the spool directories serve would open at start, for
 	// Check (spool.go).
 	spools []spoolSetting
-	// redisWhere is where the Redis deployment was configured ("file:line"
-	// of its key, or the environment variable), for problems it causes
-	// elsewhere (a missing key_secret, Check).
-	redisWhere string
+	// redisWhere is where the Redis deployment was configured (the file
+	// and line of its key, or the environment variable), for problems it
+	// causes elsewhere (a missing key_secret, Check).
+	redisWhere Error
 	// Warnings are settings Guard accepts but advises against (an API
 	// key shorter than WeakSecretBytes, a policy that departs from
 	// published guidance: advice.go); serve logs them at start and
@@ -402,16 +402,16 @@ func (d *decoder) applyEnv(cfg *Config, env Env) {
 			envErr(EnvRedisURL, errors.New("set together with redis.cluster or redis.sentinel in the file: give one Redis deployment, not both"))
 		}
 	}
-	cfg.redisWhere = d.file
-	switch {
-	case env.Get(EnvRedisURL) != "":
-		cfg.redisWhere = EnvRedisURL
-	case d.lines["redis_url"] > 0 && cfg.Redis.URL != "":
-		cfg.redisWhere = fmt.Sprintf("%s:%d", d.file, d.lines["redis_url"])
-	case d.lines["redis.cluster"] > 0:
-		cfg.redisWhere = fmt.Sprintf("%s:%d", d.file, d.lines["redis.cluster"])
-	case d.lines["redis.sentinel"] > 0:
-		cfg.redisWhere = fmt.Sprintf("%s:%d", d.file, d.lines["redis.sentinel"])
+	cfg.redisWhere = Error{File: d.file}
+	if env.Get(EnvRedisURL) != "" {
+		cfg.redisWhere = Error{File: EnvRedisURL}
+	} else {
+		for _, k := range []string{"redis_url", "redis.cluster", "redis.sentinel"} {
+			if d.lines[k] > 0 && (k != "redis_url" || cfg.Redis.URL != "") {
+				cfg.redisWhere.Line = d.lines[k]
+				break
+			}
+		}
 	}
 	// redis.username, password and tls apply to the URL's Redis too: what
 	// contradicts it (other credentials, TLS over a unix socket) is refused
