@@ -82,26 +82,15 @@ func (w *Writer) run() {
 				batch = w.newBatch()
 			}
 		case req := <-w.syncs:
-			// Every Sync waiting now shares this one flush: concurrent
-			// readers cost one write, not one each.
-			reqs := []chan struct{}{req}
-			for more := true; more; {
-				select {
-				case r := <-w.syncs:
-					reqs = append(reqs, r)
-				default:
-					more = false
-				}
-			}
+			// A Sync queued behind another finds the events taken already
+			// and writes nothing: concurrent readers share the write.
 			batch = w.take(batch)
 			if len(batch) > 0 {
 				w.flush(batch)
 				batch = w.newBatch()
 			}
 			w.drain()
-			for _, r := range reqs {
-				close(r)
-			}
+			close(req)
 		case r := <-oldest:
 			w.complete(r)
 		case err := <-w.probe:

@@ -757,7 +757,7 @@ func TestWriterSync(t *testing.T) {
 }
 
 // Concurrent Syncs each return once every event recorded before them is
-// stored; they share flushes (never more writes than Syncs).
+// stored, and never cost more writes than there are Syncs.
 func TestWriterConcurrentSyncs(t *testing.T) {
 	s := newFlakyStore()
 	w := newTestWriter(t, WriterConfig{BatchSize: 1000, FlushInterval: time.Hour}, s, WriterHooks{})
