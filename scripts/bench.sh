@@ -29,7 +29,8 @@
 #
 # and prints for each run decisions/s, p50/p99, Redis CPU per decision
 # (INFO commandstats and the process's CPU), Guard's and Postgres's CPU per
-# decision (from /proc), and the ratios of the run, and with more than one
+# decision (from /proc), the machine's busy, idle and steal shares during
+# each HTTP phase (/proc/stat), and the ratios of the run, and with more than one
 # run the median of every figure and of every ratio. Installs
 # redis-server, postgresql and wrk with apt-get when missing. Never
 # touches the shared Redis or Postgres.
@@ -85,6 +86,15 @@ cpu_ticks() {
 		fi
 	done
 	echo "$total"
+}
+# sys_ticks prints the machine's clock ticks from /proc/stat's cpu line:
+# "busy idle steal" (busy: user, nice, system, irq, softirq; idle: idle
+# and iowait). machine_share T0 T1 prints the phase's shares of them, so a
+# run says whether its processes had the cores to themselves and used them.
+sys_ticks() { awk '$1 == "cpu" {print $2 + $3 + $4 + $7 + $8, $5 + $6, $9}' /proc/stat; }
+machine_share() {
+	echo "$1 $2" | awk '{b = $4 - $1; i = $5 - $2; s = $6 - $3; t = b + i + s
+		if (t > 0) printf "%.0f%%_busy,_%.0f%%_idle,_%.0f%%_steal", 100 * b / t, 100 * i / t, 100 * s / t; else print "n/a"}'
 }
 pg_pids() { echo "$(head -n 1 "$work/pg/postmaster.pid") $(pgrep -P "$(head -n 1 "$work/pg/postmaster.pid")" | tr '\n' ' ')"; }
 rcli() { redis-cli -p "$rport" "$@"; }
@@ -271,7 +281,7 @@ raw_phase() {
 
 # 2. Guard over HTTP, audit on Postgres.
 guard_phase() {
-	local g0 g1 p0 p1 rr0 rr1 deg0 rows0 total
+	local g0 g1 p0 p1 rr0 rr1 m0 deg0 rows0 total
 	# Every run starts from an empty Redis and an empty audit trail (the
 	# writer has drained the last run's): a growing table makes each
 	# run's rows dearer than the last's.
@@ -282,6 +292,7 @@ guard_phase() {
 	deg0=$(degraded)
 	rows0=$(audit_rows)
 	g0=$(cpu_ticks "$guard_pid"); p0=$(cpu_ticks $(pg_pids)); rr0=$(cpu_ticks "$(redis_pid)")
+	m0=$(sys_ticks)
 	log "run $run: wrk POST /v1/check, c=$conns, ${secs}s"
 	if [ -n "${BENCH_PPROF:-}" ] && [ "$run" = 1 ]; then
 		curl -fs -o "$BENCH_PPROF" "http://127.0.0.1:$pprof_port/debug/pprof/profile?seconds=$((secs > 3 ? secs - 2 : 1))" &
@@ -294,6 +305,7 @@ guard_phase() {
 		profile_pid=""
 	fi
 	g1=$(cpu_ticks "$guard_pid"); rr1=$(cpu_ticks "$(redis_pid)")
+	put guard_machine "$(machine_share "$m0" "$(sys_ticks)")"
 	total=$(wrk_field "$work/wrk.txt" total)
 	put guard "$(wrk_field "$work/wrk.txt" rps)"
 	put guard_total "$total"
@@ -316,12 +328,13 @@ guard_phase() {
 # 3. The floor of any Go HTTP service: a bare net/http server under the
 # same load.
 rawhttp_phase() {
-	local h0 h1
-	h0=$(cpu_ticks "$raw_pid")
+	local h0 h1 m0
+	h0=$(cpu_ticks "$raw_pid"); m0=$(sys_ticks)
 	log "run $run: wrk rawhttp, c=$conns, ${secs}s"
 	wrk -t2 -c "$conns" -d"${secs}s" --latency -s "$work/check.lua" "http://127.0.0.1:18093" >"$work/raw.txt"
 	wrk_ok "$work/raw.txt" "rawhttp"
 	h1=$(cpu_ticks "$raw_pid")
+	put http_machine "$(machine_share "$m0" "$(sys_ticks)")"
 	put http "$(wrk_field "$work/raw.txt" rps)"
 	put http_p50 "$(wrk_field "$work/raw.txt" p50)"
 	put http_p99 "$(wrk_field "$work/raw.txt" p99)"
@@ -330,13 +343,14 @@ rawhttp_phase() {
 
 # 4. envoy's ratelimit on the same Redis.
 envoy_phase() {
-	local e0 e1 er0 er1 total
+	local e0 e1 er0 er1 m0 total
 	rcli flushall >/dev/null
-	e0=$(cpu_ticks "$envoy_pid"); er0=$(cpu_ticks "$(redis_pid)")
+	e0=$(cpu_ticks "$envoy_pid"); er0=$(cpu_ticks "$(redis_pid)"); m0=$(sys_ticks)
 	log "run $run: wrk envoy ratelimit /json, c=$conns, ${secs}s"
 	wrk -t2 -c "$conns" -d"${secs}s" --latency -s "$work/envoy.lua" "http://127.0.0.1:18090" >"$work/envoy.txt"
 	wrk_ok "$work/envoy.txt" "envoy ratelimit"
 	e1=$(cpu_ticks "$envoy_pid"); er1=$(cpu_ticks "$(redis_pid)")
+	put envoy_machine "$(machine_share "$m0" "$(sys_ticks)")"
 	total=$(wrk_field "$work/envoy.txt" total)
 	put envoy "$(wrk_field "$work/envoy.txt" rps)"
 	put envoy_p50 "$(wrk_field "$work/envoy.txt" p50)"
@@ -362,6 +376,8 @@ ratios() {
 report() {
 	local r=$1
 	v() { if [ "$r" = median ]; then median "$1"; else get "$r" "$1"; fi; }
+	# m prints a phase's machine shares (a run's only: they have no median).
+	m() { if [ "$r" = median ]; then echo "(see the runs)"; else get "$r" "$1" | tr '_' ' '; fi; }
 	cat <<EOF
 
 raw Redis
@@ -378,10 +394,12 @@ Guard POST /v1/check over HTTP, audit on Postgres
   Redis CPU per decision        $(v guard_usec) us (commandstats), $(v guard_redis_cpu) us (process)
   Guard CPU per decision        $(v guard_cpu) us
   Postgres CPU per audit row    $(v pg_cpu) us ($(v pg_rows) rows)
+  the machine meanwhile         $(m guard_machine)
 
 bare net/http (scripts/rawhttp), same load
   requests/s                    $(v http), p50/p99 $(v http_p50) / $(v http_p99) ms
   CPU per request               $(v http_cpu) us
+  the machine meanwhile         $(m http_machine)
 
 ratios
   Guard / raw FCALL -P 1        $(v r_raw)
@@ -392,6 +410,7 @@ EOF
 		cat <<EOF
   envoy ratelimit /json         $(v envoy) decisions/s, p50/p99 $(v envoy_p50) / $(v envoy_p99) ms
   envoy CPU per decision        $(v envoy_cpu) us (its process), Redis $(v envoy_redis_cpu) us (process)
+  envoy: the machine meanwhile  $(m envoy_machine)
   Guard / envoy ratelimit       $(v r_envoy) (decisions/s); Redis CPU per decision $(v r_envoy_redis)x envoy's
 EOF
 	fi
