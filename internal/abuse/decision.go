@@ -182,6 +182,10 @@ type LockoutFilter struct {
 	// ledgersOnly skips naming identifiers from the audit trail (an
 	// unlock only needs to know which ledgers are locked).
 	ledgersOnly bool
+	// phoneKey is the hash of one key of the phone dimension Dimension
+	// (an unlock's): a Subject's Phone selects a number's own lockouts
+	// only, and nothing selects a phone_country or phone_prefix key.
+	phoneKey string
 }
 
 // LockoutPage is one page of a lockout listing.

@@ -69,6 +69,10 @@ func (g *Guard) Lockouts(ctx context.Context, f LockoutFilter) (LockoutPage, err
 	if fid.hasPhone {
 		wantPhone = g.keys.hash(&fid, dimPhone)
 	}
+	phoneDim := dimPhone
+	if f.phoneKey != "" {
+		wantPhone, phoneDim = f.phoneKey, wantDim
+	}
 	switch {
 	case wantUser != "":
 		q.Index = g.keys.indexKey(wantUser)
@@ -106,7 +110,7 @@ func (g *Guard) Lockouts(ctx context.Context, f LockoutFilter) (LockoutPage, err
 			wantDevice != "" && p.device != wantDevice,
 			// A phone filter names the number's own lockouts (those of
 			// its country or prefix are listed by dimension).
-			wantPhone != "" && (p.dim != dimPhone || p.phone != wantPhone):
+			wantPhone != "" && (p.dim != phoneDim || p.phone != wantPhone):
 			return false
 		}
 		return true

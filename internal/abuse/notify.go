@@ -81,7 +81,11 @@ func (g *Guard) lockedLedgers(ctx context.Context, d dimIndex, id *identity) []s
 	if id.hasDevice {
 		s.Device = &id.device
 	}
-	page, err := g.Lockouts(ctx, LockoutFilter{Subject: s, Dimension: d.String(), Limit: 1000, ledgersOnly: true})
+	f := LockoutFilter{Subject: s, Dimension: d.String(), Limit: 1000, ledgersOnly: true}
+	if isPhoneDim(d) && id.hasPhone {
+		f.phoneKey = g.keys.hash(id, d)
+	}
+	page, err := g.Lockouts(ctx, f)
 	if err != nil {
 		g.log.Debug("unlock notification for every ledger: listing failed", "err", err)
 		return all

@@ -279,3 +279,46 @@ func TestNotifyStrikeDuringManualLock(t *testing.T) {
 		}
 	})
 }
+
+// TestNotifyUnlockPhoneLedgers: an unlock of every ledger of a phone key
+// names the ledgers that key was locked in, not those in which some other
+// number, country or prefix is locked.
+func TestNotifyUnlockPhoneLedgers(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		pol := phonePolicy()
+		pol.Actions["otp_check"] = Action{
+			Failures: []Rule{{Dimension: DimPhone, Limit: 2, Window: 10 * time.Minute}},
+			Lockout:  Lockout{Ladder: []time.Duration{time.Minute}},
+		}
+		fn := &fakeNotifier{}
+		g, _ := newGuard(t, b, pol, withNotifier(fn))
+		ctx := context.Background()
+		for _, tc := range []struct {
+			dim            string
+			mine, other    Subject
+			ledger, others string
+		}{
+			{DimPhone, phoneSubj("+447400123456"), phoneSubj("+447400123457"), "otp_verify", "otp_check"},
+			{DimPhoneCountry, phoneSubj("+447400123456"), phoneSubj("+33612345678"), "otp_check", "otp_verify"},
+			{DimPhonePrefix, Subject{PhonePrefix: sp("+447400")}, Subject{PhonePrefix: sp("+447500")}, "otp_verify", "otp_check"},
+		} {
+			if _, err := g.Lock(ctx, LockInput{Dimension: tc.dim, Subject: tc.mine, Duration: time.Hour, Ledger: tc.ledger}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := g.Lock(ctx, LockInput{Dimension: tc.dim, Subject: tc.other, Duration: time.Hour, Ledger: tc.others}); err != nil {
+				t.Fatal(err)
+			}
+			fn.take()
+			if err := g.Unlock(ctx, UnlockInput{Dimension: tc.dim, Subject: tc.mine}); err != nil {
+				t.Fatal(err)
+			}
+			var ledgers []string
+			for _, n := range fn.take() {
+				ledgers = append(ledgers, n.Ledger)
+			}
+			if got, want := fmt.Sprint(ledgers), "["+tc.ledger+"]"; got != want {
+				t.Errorf("%s: unlock notifications for ledgers %s, want %s", tc.dim, got, want)
+			}
+		}
+	})
+}
