@@ -66,7 +66,7 @@ func (n *Notifier) next() (*pending, time.Duration) {
 func (n *Notifier) attempt(p *pending) {
 	s := n.settings.Load()
 	now := n.cfg.Now()
-	if now.Sub(p.enqueued) >= n.cfg.MaxAge {
+	if !p.final && now.Sub(p.enqueued) >= n.cfg.MaxAge {
 		n.giveUp(p, p.attempts, "not delivered within max age")
 		return
 	}
@@ -91,12 +91,18 @@ func (n *Notifier) attempt(p *pending) {
 	p.attempts++
 	wait := n.backoff(p.attempts)
 	now = n.cfg.Now()
-	if now.Add(wait).Sub(p.enqueued) >= n.cfg.MaxAge {
+	end := p.enqueued.Add(n.cfg.MaxAge)
+	if p.final || !now.Before(end) {
 		n.giveUp(p, p.attempts, err.Error())
 		return
 	}
 	n.mu.Lock()
 	p.due = now.Add(wait)
+	if !p.due.Before(end) {
+		// Retries go on for all of MaxAge: one last attempt at its end.
+		p.due, p.final = end, true
+		wait = end.Sub(now)
+	}
 	n.mu.Unlock()
 	// The first failure of a notification is worth a warning; a receiver
 	// that stays down would otherwise log once per attempt of each.
@@ -109,8 +115,8 @@ func (n *Notifier) attempt(p *pending) {
 	n.result(p.ev.Event, ResultRetried)
 }
 
-// giveUp drops p for good: MaxAge has passed (or will before its next
-// attempt).
+// giveUp drops p for good: MaxAge has passed, or the attempt at its end
+// failed.
 func (n *Notifier) giveUp(p *pending, attempts int, why string) {
 	n.settle(p)
 	n.log.Error("notification given up", "id", p.ev.ID, "event", p.ev.Event, "attempts", attempts,

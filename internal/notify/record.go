@@ -46,6 +46,9 @@ type pending struct {
 	enqueued time.Time
 	attempts int
 	due      time.Time
+	// final marks the attempt due at the end of MaxAge: the last one,
+	// made even though the timer fires a moment after that end.
+	final bool
 }
 
 // encodeRecord is the content of p's spool file (latest version).
