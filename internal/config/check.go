@@ -19,13 +19,36 @@ config need not have its directories). Warnings do not fail the check
 
 // Reread loads the file c was loaded from again, with the same
 // environment and serve's --listen override (listen, "" for none): what a
-// reload (SIGHUP) reads.
+// reload (SIGHUP) reads. A file serve would refuse at start is refused
+// here too, serve's key secret rule included (keySecretProblem), although
+// a reload keeps the running secret either way.
 func (c *Config) Reread(listen string) (*Config, error) {
 	n, err := Load(c.File, c.Env)
 	if err == nil && listen != "" {
 		err = n.SetListen(listen)
 	}
+	if err == nil {
+		err = n.keySecretProblem()
+	}
 	return n, err
+}
+
+// keySecretProblem is serve's key secret rule (EnsureKeySecret: a Redis
+// needs a key_secret) as a problem at the place the Redis was configured,
+// or nil; it makes no secret up.
+func (c *Config) keySecretProblem() error {
+	if len(c.Guard.KeySecret) != 0 || !c.Redis.Enabled() {
+		return nil
+	}
+	where := c.redisWhere
+	if where.File == "" {
+		where.File = c.File
+		if where.File == "" {
+			where.File = "(defaults)"
+		}
+	}
+	where.Msg = ErrKeySecretRequired.Error()
+	return &where
 }
 
 // CheckResult is what `guard config check` found in a config: the problems
@@ -61,17 +84,9 @@ func Check(path string, env Env) (*Config, CheckResult) {
 		res.Problems = unjoin(err)
 		return nil, res
 	}
-	// serve's own rule, on the same config (a secret it would make up is
-	// harmless here).
-	if _, err := cfg.EnsureKeySecret(); err != nil {
-		where := cfg.redisWhere
-		if where.File == "" {
-			where.File = res.Name
-		}
-		where.Msg = err.Error()
-		res.Problems = []error{&where}
-	}
-	if len(res.Problems) > 0 {
+	// serve's own rule, on the same config.
+	if err := cfg.keySecretProblem(); err != nil {
+		res.Problems = []error{err}
 		return nil, res
 	}
 	res.Warnings = append([]Warning(nil), cfg.Warnings...)

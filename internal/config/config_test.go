@@ -550,3 +550,44 @@ func TestParseConfigPhone(t *testing.T) {
 		}
 	}
 }
+
+// TestRereadKeySecretRule: a reload reads the file as serve would start on
+// it, so a file that configures a Redis without a key secret is refused
+// (serve and config check refuse it too), even though the running secret
+// would be kept; the environment's secret still counts.
+func TestRereadKeySecretRule(t *testing.T) {
+	const redis = "redis_url: redis://127.0.0.1:6379/0\n"
+	tests := []struct {
+		name    string
+		reload  string
+		env     map[string]string
+		wantErr string // "" for a valid reload
+	}{
+		{"secret kept in the file", redis + "key_secret: 0123456789abcdef0123\n", nil, ""},
+		{"secret dropped from the file", redis, nil, "g.yaml:1: key_secret is required with a Redis URL"},
+		{"secret in the environment", redis, map[string]string{EnvKeySecret: "0123456789abcdef0123"}, ""},
+		{"no Redis, no secret", "listen: 127.0.0.1:8080\n", nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "g.yaml")
+			if err := os.WriteFile(path, []byte(redis+"key_secret: 0123456789abcdef0123\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			running, err := Load(path, envMap(tt.env))
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			if err := os.WriteFile(path, []byte(tt.reload), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err = running.Reread("")
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("Reread: %v, want no error", err)
+			case tt.wantErr != "" && (err == nil || !strings.HasPrefix(err.Error(), filepath.Dir(path)+"/"+tt.wantErr)):
+				t.Errorf("Reread: %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
