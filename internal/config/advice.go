@@ -75,9 +75,11 @@ func adviseAction(name string, a abuse.Action, warn func(path, src, format strin
 		warn("", srcNIST, "failed attempts are never counted (no failures rules), so no lockout ever stops guessing; add failures rules with a lockout ladder")
 	}
 	if len(a.Failures) > 0 {
+		// A distinct rule on user counts the account's distinct devices,
+		// not its failures: one device fails without limit under it.
 		idx, least := -1, 0
 		for i, r := range a.Failures {
-			if r.Dimension == abuse.DimUser && !r.Shadow && (idx < 0 || r.Limit < least) {
+			if r.Dimension == abuse.DimUser && r.Distinct == "" && !r.Shadow && (idx < 0 || r.Limit < least) {
 				idx, least = i, r.Limit
 			}
 		}

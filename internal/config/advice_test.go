@@ -33,6 +33,8 @@ func TestAdvice(t *testing.T) {
 		{"exactly 100 failures per account", strings.Replace(goodLogin, "limit: 50", "limit: 100", 1), nil},
 		{"no per-account failure rule", strings.Replace(goodLogin, "dimension: user, limit: 50", "dimension: user+ip, limit: 10", 1),
 			[]string{"5: no failures rule on dimension user", "NIST SP 800-63B"}},
+		{"per-account rule counting distinct devices", strings.Replace(goodLogin, "dimension: user, limit: 50", "dimension: user, distinct: device, limit: 5", 1),
+			[]string{"5: no failures rule on dimension user", "NIST SP 800-63B"}},
 		{"ladder that never grows", strings.Replace(goodLogin, "[1m, 5m, 1h]", "[15m, 15m]", 1),
 			[]string{"7: the lockout ladder never grows ([15m0s, 15m0s])", "OWASP Authentication Cheat Sheet"}},
 		{"one-step ladder", strings.Replace(goodLogin, "[1m, 5m, 1h]", "[1h]", 1), []string{"7: the lockout ladder never grows"}},
