@@ -63,6 +63,13 @@ func checkURL(raw string, schemes ...string) error {
 	if u.Scheme != "unix" && u.Host == "" {
 		return errors.New("the URL has no host")
 	}
+	// url.Parse takes any digits for a port; a dial would fail on every
+	// attempt, leaving Guard degraded (or without its audit trail) for good.
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("port %s outside 1..65535", p)
+		}
+	}
 	return nil
 }
 

@@ -258,6 +258,8 @@ func TestParseConfigRejects(t *testing.T) {
 		{"bad listen port", "listen: 127.0.0.1:http2x\n", 1, "bad port"},
 		{"redis url scheme", "redis_url: http://x:6379\n", 1, "scheme must be one of redis"},
 		{"database url scheme", "database_url: mysql://x/db\n", 1, "scheme must be one of postgres"},
+		{"redis url port", "redis_url: redis://127.0.0.1:99999/0\n", 1, "redis_url: port 99999 outside 1..65535"},
+		{"database url port", "database_url: postgres://u:secret@x:0/db\n", 1, "database_url: port 0 outside 1..65535"},
 		{"database url no host", "database_url: postgres:///db\n", 1, "no host"},
 		{"unknown key in action", login + "      - {dimension: ip, limit: 1, window: 1m}\n    limts: []\n", 5, `unknown key "limts"`},
 		{"unknown key in rule", login + "      - {dimension: ip, limit: 1, window: 1m, burst: 2}\n", 4, `unknown key "burst"`},
