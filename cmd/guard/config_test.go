@@ -32,6 +32,8 @@ func TestConfigCheck(t *testing.T) {
 			wantErr: "1 warning (--strict)", wantOutput: []string{"guard.yaml:9: warning:"}},
 		{name: "environment as serve reads it", file: good, env: map[string]string{"GUARD_DATABASE_URL": "mysql://x"},
 			wantErr: "1 problem", wantOutput: []string{"GUARD_DATABASE_URL: scheme must be one of postgres"}},
+		{name: "serve's log settings from the environment", file: good, env: map[string]string{"GUARD_LOG_FORMAT": "xml", "GUARD_LOG_LEVEL": "loud"},
+			wantErr: "2 problems", wantOutput: []string{`GUARD_LOG_FORMAT: log format "xml": want text or json`, `GUARD_LOG_LEVEL: log level "loud": want debug`}},
 		{name: "serve's key secret rule", file: strings.Replace(good, "key_secret: check-secret-0123456789\n", "redis_url: redis://127.0.0.1:6379/0\n", 1),
 			wantErr: "1 problem", wantOutput: []string{"guard.yaml:1: key_secret is required with a Redis URL"}},
 		{name: "serve's key secret rule, Redis from the environment", file: strings.Replace(good, "key_secret: check-secret-0123456789\n", "", 1),

@@ -81,12 +81,15 @@ func Check(path string, env Env) (*Config, CheckResult) {
 	}
 	cfg, err := Load(path, env)
 	if err != nil {
-		res.Problems = unjoin(err)
+		res.Problems = append(unjoin(err), logProblems(env)...)
 		return nil, res
 	}
-	// serve's own rule, on the same config.
+	// serve's own rules, on the same config and environment.
 	if err := cfg.keySecretProblem(); err != nil {
-		res.Problems = []error{err}
+		res.Problems = append(res.Problems, err)
+	}
+	res.Problems = append(res.Problems, logProblems(env)...)
+	if len(res.Problems) > 0 {
 		return nil, res
 	}
 	res.Warnings = append([]Warning(nil), cfg.Warnings...)
@@ -107,6 +110,24 @@ func Check(path string, env Env) (*Config, CheckResult) {
 	}
 	res.Actions = len(cfg.Guard.Policy.Actions)
 	return cfg, res
+}
+
+// logProblems are the log settings of the environment that serve would
+// refuse (GUARD_LOG_FORMAT, GUARD_LOG_LEVEL: NewLogger), each under its
+// variable's name; serve's --log-format and --log-level win over them.
+func logProblems(env Env) []error {
+	var ps []error
+	if v := env.Get(EnvLogFormat); v != "" {
+		if _, err := NewLogger(io.Discard, v, "info"); err != nil {
+			ps = append(ps, &Error{File: EnvLogFormat, Msg: err.Error()})
+		}
+	}
+	if v := env.Get(EnvLogLevel); v != "" {
+		if _, err := NewLogger(io.Discard, "text", v); err != nil {
+			ps = append(ps, &Error{File: EnvLogLevel, Msg: err.Error()})
+		}
+	}
+	return ps
 }
 
 // spoolWarningNote ends a spool directory's warning.
