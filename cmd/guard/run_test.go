@@ -520,7 +520,8 @@ func TestServeRefusesBadConfig(t *testing.T) {
 		want   string
 	}{
 		{"unknown key", "listen: 127.0.0.1:0\nlimits: {}\n", nil, `guard.yaml:2: config: unknown key "limits"`},
-		{"redis without secret", "listen: 127.0.0.1:0\n", map[string]string{"GUARD_REDIS_URL": "redis://127.0.0.1:6379/0"}, "key_secret is required with a Redis URL"},
+		{"redis without secret", "listen: 127.0.0.1:0\n", map[string]string{"GUARD_REDIS_URL": "redis://127.0.0.1:6379/0"}, "GUARD_REDIS_URL: key_secret is required with a Redis URL"},
+		{"redis in the file without secret", "listen: 127.0.0.1:0\nredis_url: redis://127.0.0.1:6379/0\n", nil, "guard.yaml:2: key_secret is required with a Redis URL"},
 		{"bad env", "listen: 127.0.0.1:0\n", map[string]string{"GUARD_LISTEN": "nope"}, "GUARD_LISTEN"},
 	}
 	for _, tt := range tests {
