@@ -121,3 +121,18 @@ func TestBacktestUsage(t *testing.T) {
 		})
 	}
 }
+
+// An --action the candidate does not have is refused (a typo would
+// otherwise report "no checks or reports in the range" and exit 0).
+func TestBacktestUnknownAction(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "candidate.yaml")
+	if err := os.WriteFile(cfg, []byte("instance: backtest\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"guard", "backtest", "--config", cfg, "--action", "nope"}, noEnv, &stdout, &stderr)
+	want := `--action "nope": the candidate has no such action (it has login, otp_send, otp_verify, password_reset, signup)`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("backtest --action nope = %v, want an error containing %q", err, want)
+	}
+}

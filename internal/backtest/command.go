@@ -6,7 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/mattn/go-isatty"
@@ -96,6 +99,10 @@ func Execute(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	cfg, err := config.Load(o.ConfigPath, o.Env)
 	if err != nil {
 		return fmt.Errorf("candidate config:\n%w", err)
+	}
+	if _, ok := cfg.Guard.Policy.Actions[o.Action]; o.Action != "" && !ok {
+		names := slices.Sorted(maps.Keys(cfg.Guard.Policy.Actions))
+		return fmt.Errorf("--action %q: the candidate has no such action (it has %s)", o.Action, strings.Join(names, ", "))
 	}
 	url := o.DatabaseURL
 	if url == "" {
