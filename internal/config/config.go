@@ -372,6 +372,11 @@ func (d *decoder) fill(cfg *Config, f *file) {
 			continue
 		}
 		*h = textproto.CanonicalMIMEHeaderKey(*h)
+		if *h == "Authorization" {
+			// Its value would become an identifier: the API key itself in
+			// the audit trail, which keys must never reach (API.md).
+			d.errorAt("forward_auth."+key, "forward_auth.%s: Authorization carries Guard's API key, which must not become an identifier", key)
+		}
 	}
 	switch fa.AllowStatus {
 	case 0:

@@ -334,6 +334,8 @@ func TestParseConfigRejects(t *testing.T) {
 		{"phone unknown key", "phone: {region: GB}\n", 1, `unknown key "region"`},
 		{"bad country in deny list", "lists:\n  deny:\n    countries: [GB, Narnia]\n", 3, `"Narnia" is not an ISO 3166 region`},
 		{"bad phone header", "forward_auth: {phone_header: \"X Phone\"}\n", 1, "not a valid HTTP header name"},
+		{"user header is the api key", "forward_auth: {user_header: authorization}\n", 1, "carries Guard's API key"},
+		{"device header is the api key", "forward_auth:\n  device_header: Authorization\n", 2, "carries Guard's API key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
