@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -112,14 +113,18 @@ func (f forwardAuth) clientIP(r *http.Request) (string, error) {
 }
 
 // parseHop reads one address as proxies write it: as Guard reads
-// identifiers (abuse.ParseIP), optionally with a port, IPv6 then in
-// brackets.
+// identifiers (abuse.ParseIP), optionally with a port (decimal, at most
+// 65535), IPv6 then in brackets.
 func parseHop(hop string) (netip.Addr, error) {
 	a, err := abuse.ParseIP(hop)
 	if err == nil {
 		return a, nil
 	}
-	if host, _, splitErr := net.SplitHostPort(hop); splitErr == nil {
+	if host, port, splitErr := net.SplitHostPort(hop); splitErr == nil {
+		// SplitHostPort takes any text after the last colon for a port.
+		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			return netip.Addr{}, fmt.Errorf("port %q is not a port", port)
+		}
 		return abuse.ParseIP(host)
 	}
 	if len(hop) > 2 && hop[0] == '[' && hop[len(hop)-1] == ']' {

@@ -62,6 +62,12 @@ func TestForwardAuthClientIP(t *testing.T) {
 			xff: []string{"unknown"}, realIP: "unknown", want: "10.0.0.2"},
 		{name: "a port that is no port", trusted: []string{"10.0.0.2"}, peer: "10.0.0.2:1",
 			xff: []string{"203.0.113.5:1:2"}, wantErr: true},
+		{name: "a port that is not a number", trusted: []string{"10.0.0.2"}, peer: "10.0.0.2:1",
+			xff: []string{"203.0.113.5:abc"}, wantErr: true},
+		{name: "an empty port", trusted: []string{"10.0.0.2"}, peer: "10.0.0.2:1",
+			xff: []string{"[2001:db8::5]:"}, wantErr: true},
+		{name: "a port out of range", trusted: []string{"10.0.0.2"}, peer: "10.0.0.2:1",
+			realIP: "203.0.113.5:65536", wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
