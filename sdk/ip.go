@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 )
 
@@ -111,7 +112,12 @@ func parseHop(s string) (netip.Addr, bool) {
 	if a, err := netip.ParseAddr(s); err == nil {
 		return a.Unmap().WithZone(""), true
 	}
-	if host, _, err := net.SplitHostPort(s); err == nil {
+	if host, port, err := net.SplitHostPort(s); err == nil {
+		// SplitHostPort takes any text after the last colon for a port;
+		// Guard's forward-auth wants a decimal one.
+		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			return netip.Addr{}, false
+		}
 		if a, err := netip.ParseAddr(host); err == nil {
 			return a.Unmap().WithZone(""), true
 		}

@@ -32,6 +32,7 @@ func TestClientIP(t *testing.T) {
 		{"bracketed IPv6", "10.0.0.1:80", []string{"[2001:db8::6]"}, "", "2001:db8::6"},
 		{"unknown and empty skipped", "10.0.0.1:80", []string{"198.51.100.7, unknown, , 10.0.0.3"}, "", "198.51.100.7"},
 		{"garbage skipped", "10.0.0.1:80", []string{"198.51.100.7, not-an-ip"}, "", "198.51.100.7"},
+		{"bad ports skipped", "10.0.0.1:80", []string{"198.51.100.7, 203.0.113.5:abc, [2001:db8::5]:, 203.0.113.6:99999"}, "", "198.51.100.7"},
 		{"nothing usable: X-Real-IP", "10.0.0.1:80", []string{"unknown"}, "198.51.100.8", "198.51.100.8"},
 		{"nothing usable: peer", "10.0.0.1:80", []string{"unknown"}, "nonsense", "10.0.0.1"},
 		{"all trusted: leftmost", "10.0.0.1:80", []string{"10.0.0.9, 10.0.0.2"}, "", "10.0.0.9"},

@@ -7,6 +7,11 @@ _Net = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 _Addr = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 
 
+def _is_port(p: str) -> bool:
+    """A decimal port, 0 to 65535, as Guard's forward-auth reads one."""
+    return p.isascii() and p.isdigit() and int(p) <= 65535
+
+
 def parse_hop(s: str) -> Optional[_Addr]:
     """An address as proxies write it (bare, with a port, bracketed); IPv4-mapped IPv6 as IPv4; None when none."""
     s = s.strip()
@@ -16,12 +21,12 @@ def parse_hop(s: str) -> Optional[_Addr]:
     if s.startswith("["):
         end = s.find("]")
         rest = s[end + 1:] if end >= 0 else "x"
-        if end < 0 or (rest and not (rest[0] == ":" and rest[1:].isdigit())):
+        if end < 0 or (rest and not (rest[0] == ":" and _is_port(rest[1:]))):
             return None
         host = s[1:end]
     elif s.count(":") == 1:
         host, port = s.split(":")
-        if not port.isdigit():
+        if not _is_port(port):
             return None
     host = host.split("%")[0]
     try:

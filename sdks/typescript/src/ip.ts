@@ -70,6 +70,11 @@ function header(req: RequestLike, name: string): string[] {
   return Array.isArray(v) ? v : [v];
 }
 
+/** A decimal port, 0 to 65535, as Guard's forward-auth reads one. */
+function isPort(p: string): boolean {
+  return /^\d{1,5}$/.test(p) && Number(p) <= 65535;
+}
+
 /** Reads an address as proxies write it (bare, with a port, bracketed); IPv4-mapped IPv6 as IPv4; "" when it is none. */
 export function parseHop(s: string): string {
   s = s.trim();
@@ -79,11 +84,11 @@ export function parseHop(s: string): string {
     const end = s.indexOf("]");
     if (end < 0) return "";
     const rest = s.slice(end + 1);
-    if (rest !== "" && !/^:\d+$/.test(rest)) return "";
+    if (rest !== "" && !(rest.startsWith(":") && isPort(rest.slice(1)))) return "";
     host = s.slice(1, end);
   } else if (s.indexOf(":") !== -1 && s.indexOf(":") === s.lastIndexOf(":")) {
     const [h, port] = s.split(":");
-    if (!/^\d+$/.test(port ?? "")) return "";
+    if (!isPort(port ?? "")) return "";
     host = h ?? "";
   }
   host = host.split("%")[0] ?? ""; // zones
