@@ -76,6 +76,7 @@ func newApp(ctx context.Context, logger *slog.Logger, cfg *config.Config, opts a
 		}
 	}()
 	a.metrics.InitSeries(slices.Sorted(maps.Keys(cfg.Guard.Policy.Actions)), alert.Events())
+	a.metrics.SetInfo(cfg.Guard.Instance, versionName())
 	alerts := cfg.Alerts
 	alerts.OnResult = a.metrics.AlertSent
 	a.alerts = alert.New(logger, alerts, nil, nil)

@@ -297,6 +297,8 @@ func TestServeEndToEnd(t *testing.T) {
 		`guard_decisions_total{action="login",decision="allow",reason="store_unavailable"} 0`,
 		`guard_alerts_total{event="redis_down",result="sent"} 0`,
 		`guard_alerts_total{event="postgres_recovered",result="failed"} 0`,
+		// The config's instance names the process.
+		`guard_info{guard_instance="e2e-1",version="` + versionName() + `"} 1`,
 	} {
 		if !bytes.Contains(mbody, []byte(want)) {
 			t.Errorf("metrics lack %q", want)

@@ -15,11 +15,8 @@ var version = ""
 // was built from (with "+dirty" for uncommitted changes), its time and the
 // Go toolchain, e.g. "guard v1.2.3 (3fdc1ae1b2c4, 2026-12-01T08:00:00Z) go1.26.8".
 func versionLine() string {
-	v, rev, at := version, "", ""
+	v, rev, at := versionName(), "", ""
 	if info, ok := debug.ReadBuildInfo(); ok {
-		if v == "" {
-			v = info.Main.Version
-		}
 		var dirty bool
 		for _, s := range info.Settings {
 			switch s.Key {
@@ -38,9 +35,6 @@ func versionLine() string {
 			rev += "+dirty"
 		}
 	}
-	if v == "" {
-		v = "(devel)"
-	}
 	line := "guard " + v
 	switch {
 	case rev != "" && at != "":
@@ -49,4 +43,17 @@ func versionLine() string {
 		line += " (" + rev + ")"
 	}
 	return line + " " + runtime.Version()
+}
+
+// versionName is Guard's version alone: the one set at link time, else
+// the module's (a `go install ...@v1.2.3`), else "(devel)".
+func versionName() string {
+	v := version
+	if info, ok := debug.ReadBuildInfo(); ok && v == "" {
+		v = info.Main.Version
+	}
+	if v == "" {
+		v = "(devel)"
+	}
+	return v
 }

@@ -60,6 +60,7 @@ type Metrics struct {
 	spoolBytes     prometheus.Gauge
 	defaultRows    prometheus.Gauge
 	alerts         *prometheus.CounterVec
+	info           *prometheus.GaugeVec
 	notify         notifyMetrics
 	actionLabels   labelSet
 	decisionLabels labelSet
@@ -136,11 +137,15 @@ func New() *Metrics {
 			Name: "guard_alerts_total",
 			Help: "Alert webhooks by event and result (sent, failed, dropped).",
 		}, []string{"event", "result"}),
+		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "guard_info",
+			Help: "Always 1: the config's instance name (guard_instance; Prometheus keeps instance for the scrape target) and Guard's version.",
+		}, []string{"guard_instance", "version"}),
 	}
 	m.reg.MustRegister(
 		m.decisions, m.duration, m.degradedTotal, m.degraded, m.redisUp,
 		m.redisErrors, m.breaker, m.postgresUp, m.auditBacklog, m.auditWritten,
-		m.auditDropped, m.spoolBytes, m.defaultRows, m.alerts,
+		m.auditDropped, m.spoolBytes, m.defaultRows, m.alerts, m.info,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -149,6 +154,13 @@ func New() *Metrics {
 	m.postgresUp.Set(1)
 	m.SetBreakerState("closed")
 	return m
+}
+
+// SetInfo names this process in guard_info: its config's instance (which
+// only a restart changes) and version.
+func (m *Metrics) SetInfo(instance, version string) {
+	m.info.Reset()
+	m.info.WithLabelValues(instance, version).Set(1)
 }
 
 // InitSeries creates, at 0, every labelled series Guard can produce for

@@ -60,6 +60,8 @@ func TestExposition(t *testing.T) {
 	m.SetAuditDefaultRows(7)
 	m.AlertSent("redis_down", "sent")
 	m.AlertSent("redis_down", "failed")
+	m.SetInfo("guard-0", "v0.9.0")
+	m.SetInfo("guard-1", "v1.0.0") // replaces the first
 
 	got := scrape(t, m)
 	want := []string{
@@ -84,6 +86,7 @@ func TestExposition(t *testing.T) {
 		`guard_audit_default_partition_rows 7`,
 		`guard_alerts_total{event="redis_down",result="sent"} 1`,
 		`guard_alerts_total{event="redis_down",result="failed"} 1`,
+		`guard_info{guard_instance="guard-1",version="v1.0.0"} 1`,
 	}
 	for _, w := range want {
 		if !got[w] {
@@ -91,6 +94,9 @@ func TestExposition(t *testing.T) {
 		}
 	}
 	for l := range got {
+		if strings.Contains(l, "guard-0") {
+			t.Errorf("exposition keeps a replaced guard_info: %q", l)
+		}
 		if strings.Contains(l, "bogus") {
 			t.Errorf("exposition has an unknown breaker state: %q", l)
 		}
