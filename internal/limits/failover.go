@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -284,38 +283,48 @@ func (f *FailoverStore) Unlock(ctx context.Context, req *UnlockRequest) (bool, e
 }
 
 // Lockouts lists a page of the primary's lockouts, within AdminTimeout
-// rather than the decision budget; it neither moves the breaker nor, while
-// the breaker is closed, falls back: a failed listing is an error. While
-// the breaker is open (Redis known to be down) it lists this instance's
-// fallback lockouts. Its cursors say which store issued them ("p" or "f"
-// first): a cursor of the other listing, the breaker having changed
-// between two pages, is ErrBadCursor whatever the filter.
+// rather than the decision budget, and neither moves the breaker nor
+// falls back while the primary answers: an admin read never answers from
+// the fallback while Redis is up, also while the breaker is open because
+// decisions met a slow Redis. Only when the breaker is open and the
+// primary fails too does it list this instance's fallback lockouts; with
+// the breaker closed a failed listing is an error. Its cursors say which
+// store issued them ("p" or "f" first): a page of the primary continues
+// on the primary only (ErrBadCursor when the primary fails it with the
+// breaker open: the listing is the fallback's now), a page of the
+// fallback only while the breaker is open (else ErrBadCursor, whatever
+// the filter).
 func (f *FailoverStore) Lockouts(ctx context.Context, q *LockQuery) (LockPage, error) {
-	degraded := f.Degraded()
-	mark := "p"
-	if degraded {
-		mark = "f"
-	}
+	from := ""
 	if q.Cursor != "" {
-		rest, ok := strings.CutPrefix(q.Cursor, mark)
-		if !ok {
+		from = q.Cursor[:1]
+		if from != "p" && from != "f" || from == "f" && !f.Degraded() {
 			return LockPage{}, fmt.Errorf("lockouts: cursor of the other store's listing: %w", ErrBadCursor)
 		}
 		inner := *q
-		inner.Cursor = rest
+		inner.Cursor = q.Cursor[1:]
 		q = &inner
 	}
 	var page LockPage
 	var err error
-	if degraded {
+	mark := "p"
+	if from != "f" {
+		pctx, cancel := context.WithTimeout(ctx, f.cfg.AdminTimeout)
+		page, err = f.primary.Lockouts(pctx, q)
+		cancel()
+		if err != nil && (!f.Degraded() || ctx.Err() != nil) {
+			return LockPage{}, fmt.Errorf("lockouts: %w", err)
+		}
+		if err != nil && from == "p" {
+			// Redis went down between the pages: the listing is now the
+			// fallback's, which this cursor is not of.
+			return LockPage{}, fmt.Errorf("lockouts: cursor of the other store's listing (%v): %w", err, ErrBadCursor)
+		}
+	}
+	if from == "f" || err != nil {
+		mark = "f"
 		if page, err = f.fallback.Lockouts(context.WithoutCancel(ctx), q); err != nil {
 			return LockPage{}, fmt.Errorf("fallback lockouts: %w", err)
-		}
-	} else {
-		pctx, cancel := context.WithTimeout(ctx, f.cfg.AdminTimeout)
-		defer cancel()
-		if page, err = f.primary.Lockouts(pctx, q); err != nil {
-			return LockPage{}, fmt.Errorf("lockouts: %w", err)
 		}
 	}
 	if page.Next != "" {

@@ -660,7 +660,9 @@ func TestFailoverOnFailureModes(t *testing.T) {
 }
 
 func TestFailoverAdminCalls(t *testing.T) {
-	var up atomic.Bool
+	// up: the primary answers everything; slow: it answers listings only
+	// (decisions and probes time out, as against a slow Redis).
+	var up, slow atomic.Bool
 	up.Store(true)
 	var lockoutDeadline, unlockDeadline atomic.Int64
 	primary := &foStore{
@@ -683,10 +685,16 @@ func TestFailoverAdminCalls(t *testing.T) {
 			if d, ok := ctx.Deadline(); ok {
 				lockoutDeadline.Store(int64(time.Until(d)))
 			}
-			if !up.Load() {
+			if !up.Load() && !slow.Load() {
 				return nil, errFoDown
 			}
 			return []LockState{{Key: "redis"}}, nil
+		},
+		ping: func(context.Context) error {
+			if !up.Load() {
+				return errFoDown
+			}
+			return nil
 		},
 	}
 	fallback := &foStore{
@@ -751,11 +759,101 @@ func TestFailoverAdminCalls(t *testing.T) {
 	if active, err := f.Unlock(context.Background(), &UnlockRequest{Locks: []string{"l"}}); err != nil || active {
 		t.Errorf("open breaker: Unlock = %v, %v; want the fallback's false, nil", active, err)
 	}
-	// Open breaker: this instance's fallback lockouts.
+	// Open breaker, primary down: this instance's fallback lockouts.
 	page, err = f.Lockouts(context.Background(), q)
 	if err != nil || len(page.Locks) != 1 || page.Locks[0].Key != "local" {
 		t.Errorf("open breaker: Lockouts = %v, %v; want [local]", page, err)
 	}
+	// Open breaker, primary slow for decisions but answering a listing
+	// within the admin timeout: Redis is up, so its lockouts, never the
+	// fallback's.
+	slow.Store(true)
+	page, err = f.Lockouts(context.Background(), q)
+	if err != nil || len(page.Locks) != 1 || page.Locks[0].Key != "redis" {
+		t.Errorf("open breaker, primary answering: Lockouts = %v, %v; want [redis]", page, err)
+	}
+	if !f.Degraded() {
+		t.Errorf("the breaker closed during the test; the case above proved nothing")
+	}
+}
+
+// TestFailoverLockoutCursors: a page of the primary continues on the
+// primary whatever the breaker (ErrBadCursor when it fails with the
+// breaker open, never the fallback's listing under the primary's cursor),
+// a page of the fallback only while the breaker is open.
+func TestFailoverLockoutCursors(t *testing.T) {
+	var up atomic.Bool
+	up.Store(true)
+	pages := func(key string, fail func() bool) func(context.Context, *LockQuery) (LockPage, error) {
+		return func(_ context.Context, q *LockQuery) (LockPage, error) {
+			if fail() {
+				return LockPage{}, errFoDown
+			}
+			if q.Cursor == "" {
+				return LockPage{Locks: []LockState{{Key: key + "1"}}, Next: "2"}, nil
+			}
+			return LockPage{Locks: []LockState{{Key: key + q.Cursor}}}, nil
+		}
+	}
+	primary := &lockPager{foStore: foStore{
+		check: func(context.Context, *CheckRequest) (CheckResult, error) {
+			if !up.Load() {
+				return CheckResult{}, errFoDown
+			}
+			return CheckResult{Allowed: true}, nil
+		},
+		ping: func(context.Context) error {
+			if !up.Load() {
+				return errFoDown
+			}
+			return nil
+		},
+	}, page: pages("redis", func() bool { return !up.Load() })}
+	fallback := &lockPager{page: pages("local", func() bool { return false })}
+	f := newTestFailover(t, FailoverConfig{FailureThreshold: 1}, primary, fallback, FailoverEvents{})
+	list := func(cursor string) (LockPage, error) {
+		return f.Lockouts(context.Background(), &LockQuery{Pattern: "*", Limit: 1, Cursor: cursor})
+	}
+	first, err := list("")
+	if err != nil || first.Next != "p2" || first.Locks[0].Key != "redis1" {
+		t.Fatalf("first page = %+v, %v; want redis1, next p2", first, err)
+	}
+	if _, err := list("f2"); !errors.Is(err, ErrBadCursor) {
+		t.Errorf("fallback cursor, breaker closed: %v, want ErrBadCursor", err)
+	}
+	up.Store(false)
+	f.Check(context.Background(), foCheckReq()) // opens the breaker
+	if !f.Degraded() {
+		t.Fatal("breaker closed after a failed decision with threshold 1")
+	}
+	if page, err := list(first.Next); !errors.Is(err, ErrBadCursor) {
+		t.Errorf("primary cursor, primary down: %+v, %v; want ErrBadCursor (list again: the fallback's listing)", page, err)
+	}
+	up.Store(true) // answers again; the breaker is still open
+	if page, err := list(first.Next); err != nil || page.Locks[0].Key != "redis2" {
+		t.Errorf("primary cursor, breaker open, primary answering: %+v, %v; want redis2", page, err)
+	}
+	up.Store(false)
+	local, err := list("")
+	if err != nil || local.Next != "f2" || local.Locks[0].Key != "local1" {
+		t.Fatalf("first page, primary down = %+v, %v; want local1, next f2", local, err)
+	}
+	if page, err := list(local.Next); err != nil || page.Locks[0].Key != "local2" {
+		t.Errorf("fallback cursor, breaker open = %+v, %v; want local2", page, err)
+	}
+	if _, err := list("x2"); !errors.Is(err, ErrBadCursor) {
+		t.Errorf("cursor of neither store: %v, want ErrBadCursor", err)
+	}
+}
+
+// lockPager is a foStore whose Lockouts answers pages.
+type lockPager struct {
+	foStore
+	page func(context.Context, *LockQuery) (LockPage, error)
+}
+
+func (s *lockPager) Lockouts(ctx context.Context, q *LockQuery) (LockPage, error) {
+	return s.page(ctx, q)
 }
 
 // TestFailoverBugDoesNotTrip: an error of the primary that is not
