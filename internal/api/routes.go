@@ -1,6 +1,7 @@
 package api
 
 import (
+	"html"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -80,5 +81,14 @@ func (s *server) routes() *gin.Engine {
 }
 
 func redirect(to string) gin.HandlerFunc {
-	return func(c *gin.Context) { c.Redirect(http.StatusFound, to) }
+	return func(c *gin.Context) { redirectGET(c, http.StatusFound, to) }
+}
+
+// redirectGET answers a GET or HEAD with a redirect to the absolute path
+// to as http.Redirect answers a GET, body included: net/http drops a
+// HEAD's body but still sets its Content-Length, so HEAD gets GET's
+// headers (http.Redirect writes no body for HEAD, hence no length).
+func redirectGET(c *gin.Context, code int, to string) {
+	c.Header("Location", to)
+	c.Data(code, "text/html; charset=utf-8", []byte("<a href=\""+html.EscapeString(to)+"\">"+http.StatusText(code)+"</a>.\n\n"))
 }

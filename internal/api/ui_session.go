@@ -185,8 +185,8 @@ func (s *server) requireUI(scope string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		a := s.uiAuthenticate(c)
 		if a == nil {
-			if wantsHTML(c) && c.Request.Method == http.MethodGet {
-				c.Redirect(http.StatusSeeOther, "/ui/login?next="+url.QueryEscape(c.Request.URL.RequestURI()))
+			if wantsHTML(c) && (c.Request.Method == http.MethodGet || c.Request.Method == http.MethodHead) {
+				redirectGET(c, http.StatusSeeOther, "/ui/login?next="+url.QueryEscape(c.Request.URL.RequestURI()))
 				c.Abort()
 				return
 			}
