@@ -132,8 +132,12 @@ func (g *Guard) Check(ctx context.Context, in CheckInput) (Decision, error) {
 			// earlier than its t (API.md asks both).
 			reset = rr.RetryAfter
 		}
+		limit := r.Limit
+		if rr.Limit > 0 {
+			limit = rr.Limit // the fallback's share (store.fleet_size)
+		}
 		d.Limits = append(d.Limits, LimitState{
-			Rule: r.Name, Dimension: r.Dimension, Limit: r.Limit, Window: r.Window,
+			Rule: r.Name, Dimension: r.Dimension, Limit: limit, Window: r.Window,
 			Remaining: rr.Remaining, Reset: reset, Shadow: r.Shadow || a.shadow,
 			Algorithm: r.Algorithm, Distinct: r.Distinct,
 		})

@@ -303,3 +303,25 @@ func TestLockoutCursorAcrossOutage(t *testing.T) {
 		}
 	}
 }
+
+// TestDegradedAnswerNamesItsShare: while Redis is down the fallback
+// enforces this instance's share of each limit (store.fleet_size), and the
+// answer says so: limit and remaining agree (limit 3 of 6 with two
+// instances, remaining 2 after one attempt).
+func TestDegradedAnswerNamesItsShare(t *testing.T) {
+	srv := testenv.PrivateRedis(t)
+	primary := limits.NewRedis(testenv.RedisClient(t, srv.URL()), limits.RedisStoreConfig{})
+	f := limits.NewFailover(nil, limits.FailoverConfig{FleetSize: 2}, primary, limits.NewMemory(limits.MemoryConfig{}), limits.FailoverEvents{})
+	t.Cleanup(func() { f.Close() })
+	pol := Policy{Actions: map[string]Action{"login": {Limits: []Rule{{Dimension: DimIP, Limit: 6, Window: time.Minute}}}}}
+	g, _ := newGuard(t, &backend{name: "failover", store: f, prefix: DefaultKeyPrefix}, pol)
+	in := CheckInput{Action: "login", Subject: subj("", "198.51.100.9", "")}
+	if d := mustCheck(t, g, in); d.Degraded || d.Limits[0].Limit != 6 {
+		t.Fatalf("Redis up: degraded %v, limit %d; want false, 6", d.Degraded, d.Limits[0].Limit)
+	}
+	srv.Kill()
+	d := mustCheck(t, g, CheckInput{Action: "login", Subject: subj("", "198.51.100.10", "")})
+	if !d.Degraded || d.Limits[0].Limit != 3 || d.Limits[0].Remaining != 2 {
+		t.Errorf("Redis down: degraded %v, limit %d, remaining %d; want true, 3 (the share), 2", d.Degraded, d.Limits[0].Limit, d.Limits[0].Remaining)
+	}
+}

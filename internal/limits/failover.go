@@ -204,12 +204,22 @@ func (f *FailoverStore) checkDegraded(ctx context.Context, req *CheckRequest, ca
 			Unavailable: true,
 		}, nil
 	}
-	res, err := f.fallback.Check(context.WithoutCancel(ctx), f.shareCheck(req))
+	shared := f.shareCheck(req)
+	res, err := f.fallback.Check(context.WithoutCancel(ctx), shared)
 	if err != nil {
 		return CheckResult{}, fmt.Errorf("fallback check: %w", err)
 	}
 	f.countFailure(cause)
 	res.Degraded = true
+	if shared != req {
+		// The answer names the limits it enforced (this instance's
+		// share), so that remaining and limit agree.
+		for i := range res.Rules {
+			if i < len(shared.Rules) {
+				res.Rules[i].Limit = shared.Rules[i].Limit
+			}
+		}
+	}
 	return res, nil
 }
 

@@ -558,7 +558,7 @@ func TestFailoverFleetShare(t *testing.T) {
 			fallback := &foStore{
 				check: func(_ context.Context, r *CheckRequest) (CheckResult, error) {
 					gotCheck = r
-					return CheckResult{Allowed: true}, nil
+					return CheckResult{Allowed: true, Rules: make([]RuleResult, len(r.Rules))}, nil
 				},
 				report: func(_ context.Context, r *ReportRequest) (ReportResult, error) {
 					gotReport = r
@@ -572,12 +572,22 @@ func TestFailoverFleetShare(t *testing.T) {
 			for i, l := range tc.limits {
 				req.Rules = append(req.Rules, Rule{Key: fmt.Sprint("k", i), Limit: l, Window: time.Minute})
 			}
-			if _, err := f.Check(context.Background(), req); err != nil {
+			res, err := f.Check(context.Background(), req)
+			if err != nil {
 				t.Fatalf("Check: %v", err)
 			}
-			var gotLim []int
-			for _, r := range gotCheck.Rules {
+			var gotLim, answered []int
+			for i, r := range gotCheck.Rules {
 				gotLim = append(gotLim, r.Limit)
+				// The answer names the limit enforced when it is a share.
+				lim := res.Rules[i].Limit
+				if lim == 0 {
+					lim = req.Rules[i].Limit
+				}
+				answered = append(answered, lim)
+			}
+			if fmt.Sprint(answered) != fmt.Sprint(tc.wantLim) {
+				t.Errorf("answer's limits %v, want the enforced %v", answered, tc.wantLim)
 			}
 			if fmt.Sprint(gotLim) != fmt.Sprint(tc.wantLim) || gotCheck.Cost != tc.wantCost {
 				t.Errorf("fallback got limits %v cost %d, want %v cost %d", gotLim, gotCheck.Cost, tc.wantLim, tc.wantCost)

@@ -263,6 +263,9 @@ type RuleResult struct {
 	// RetryAfter is, for a rule that does not allow, the time until enough
 	// entries have left for Cost to fit; 0 otherwise.
 	RetryAfter time.Duration
+	// Limit, when not 0, is the limit this answer enforced instead of the
+	// request's: the fallback's share of it (FailoverStore, FleetSize).
+	Limit int
 }
 
 // LockState is a lock record as seen at one moment.
