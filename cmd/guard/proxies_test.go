@@ -166,14 +166,15 @@ func proxyPost(t *testing.T, url string, headers ...string) (*http.Response, str
 }
 
 // checkProxy drives a proxy at base through the login scenario: a client
-// that sends its own X-Guard-User, X-Real-IP and X-Forwarded-For, and a
-// device cookie too long for Guard, gets neither a 500 nor a say in the
-// subject; the fourth login from the address is a 429 with Retry-After,
+// that sends its own X-Guard-User, X-Guard-Phone (not even a number: a
+// Guard 400 nginx would turn into a 500), X-Real-IP and X-Forwarded-For,
+// and a device cookie too long for Guard, gets neither a 500 nor a say in
+// the subject; the fourth login from the address is a 429 with Retry-After,
 // the RateLimit headers and a generic body.
 func checkProxy(t *testing.T, base string, app *proxyApp, relaysRateLimitOnAllow bool) {
 	t.Helper()
 	login := base + "/login"
-	spoof := []string{"X-Guard-User", "victim@example.com", "X-Real-IP", "198.51.100.1"}
+	spoof := []string{"X-Guard-User", "victim@example.com", "X-Guard-Phone", "not-a-number", "X-Real-IP", "198.51.100.1"}
 
 	resp, body := proxyPost(t, login, append(spoof, "Cookie", "device_id="+strings.Repeat("d", 300))...)
 	if resp.StatusCode != http.StatusOK || body != "login page" {
@@ -363,7 +364,7 @@ func TestProxyEnvoyConfig(t *testing.T) {
 		resp.Body.Close()
 		return resp
 	}
-	client := http.Header{"X-Guard-User": {"victim@example.com"}, "X-Guard-Device": {"d-1"}}
+	client := http.Header{"X-Guard-User": {"victim@example.com"}, "X-Guard-Device": {"d-1"}, "X-Guard-Phone": {"not-a-number"}}
 	for i := range 3 {
 		if resp := envoyCheck("203.0.113."+strconv.Itoa(i), client); resp.StatusCode != http.StatusOK {
 			t.Fatalf("check %d: %d; Envoy allows only on 200", i+1, resp.StatusCode)
