@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import enum
+import functools
 import http.client
+import io
 import json
 import random
 import socket
@@ -49,6 +51,46 @@ def parse_retry_after(v: Optional[str], now: Optional[float] = None) -> Optional
     except (TypeError, ValueError):
         return None
     return max(0.0, at - (time.time() if now is None else now))
+
+
+class _DeadlineReader(io.RawIOBase):
+    """Reads a socket with what remains until deadline as each read's timeout.
+
+    A socket timeout alone bounds each read, so a server that sends its answer
+    a byte at a time would hold a call far past its deadline.
+    """
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        super().__init__()
+        self._sock = sock
+        # The socket's own file keeps it open after the connection closes it,
+        # as http.client expects of a response's file.
+        self._raw = sock.makefile("rb", buffering=0)
+        self._deadline = deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> Optional[int]:
+        if self._deadline != float("inf"):
+            remaining = self._deadline - time.monotonic()
+            if remaining <= 0:
+                raise socket.timeout("timed out")
+            self._sock.settimeout(remaining)
+        return self._raw.readinto(b)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+class _DeadlineResponse(http.client.HTTPResponse):
+    """An HTTPResponse whose reads, headers included, all end by deadline."""
+
+    def __init__(self, sock: socket.socket, *args: Any, deadline: float, **kwargs: Any) -> None:
+        super().__init__(sock, *args, **kwargs)
+        self.fp.close()  # nothing read from it yet
+        self.fp = io.BufferedReader(_DeadlineReader(sock, deadline))
 
 
 def _drop_none(d: Mapping[str, Any]) -> Dict[str, Any]:
@@ -265,6 +307,7 @@ class Client:
             conn = http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=self._ssl)
         else:
             conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+        conn.response_class = functools.partial(_DeadlineResponse, deadline=deadline)  # type: ignore[assignment]
         target = self._prefix + path + ("?" + urlencode(query) if query else "")
         headers = {"Accept": accept, "User-Agent": self._agent}
         if self._api_key:

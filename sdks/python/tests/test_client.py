@@ -117,6 +117,24 @@ class Timeouts(unittest.TestCase):
         self.assertTrue(is_unavailable(cm.exception))
         self.assertTrue(Client(srv.url, "k", timeout=0).check("login", user="a").allowed)
 
+    def test_deadline_covers_a_guard_that_drips_its_answer(self) -> None:
+        # Every byte arrives before a per-read socket timeout would fire; the
+        # call's deadline must still hold for the whole answer.
+        def handle(h: BaseHTTPRequestHandler, n: int) -> None:
+            for c in b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n":
+                if srv.release.wait(0.05):
+                    return
+                h.wfile.write(bytes([c]))
+                h.wfile.flush()
+
+        srv = Server(handle)
+        self.addCleanup(srv.close)
+        start = time.monotonic()
+        with self.assertRaises(Exception) as cm:
+            Client(srv.url, "k", timeout=0.3).check("login", user="a")
+        self.assertTrue(is_unavailable(cm.exception), cm.exception)
+        self.assertLess(time.monotonic() - start, 1.0, "the deadline bounds the whole call, not each read")
+
 
 class Retries(unittest.TestCase):
     def test_get_retried_after_5xx(self) -> None:
