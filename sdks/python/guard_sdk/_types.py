@@ -7,7 +7,15 @@ milliseconds in fields ending in ``_ms``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Type, TypeVar
+
+_T = TypeVar("_T")
+
+
+def _known(cls: Type[_T], d: Dict[str, Any]) -> _T:
+    """cls from the wire object d, ignoring fields a newer Guard may add."""
+    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    return cls(**{k: v for k, v in d.items() if k in names})
 
 ALLOW = "allow"
 DENY = "deny"
@@ -79,8 +87,8 @@ class CheckResponse:
         return cls(
             decision=d["decision"], reason=d["reason"], retry_after_ms=d.get("retry_after_ms", 0),
             decision_id=d.get("decision_id", ""), degraded=d.get("degraded", False),
-            limits=[Limit(**x) for x in d.get("limits") or []],
-            lockout=Lockout(**lo) if lo else None,
+            limits=[_known(Limit, x) for x in d.get("limits") or []],
+            lockout=_known(Lockout, lo) if lo else None,
         )
 
 
@@ -91,7 +99,7 @@ class ReportResponse:
     @classmethod
     def from_wire(cls, d: Dict[str, Any]) -> "ReportResponse":
         lo = d.get("lockout")
-        return cls(lockout=Lockout(**lo) if lo else None)
+        return cls(lockout=_known(Lockout, lo) if lo else None)
 
 
 @dataclass
@@ -113,5 +121,4 @@ class LockoutEntry:
     @classmethod
     def from_wire(cls, d: Dict[str, Any]) -> "LockoutEntry":
         """Reads one entry, ignoring fields a newer Guard may add."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        return _known(cls, d)

@@ -11,8 +11,8 @@ import unittest
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
-from guard_sdk import (Client, FailurePolicy, GuardError, TooManyPendingReports, is_unavailable,
-                       parse_retry_after)
+from guard_sdk import (CheckResponse, Client, FailurePolicy, GuardError, ReportResponse, TooManyPendingReports,
+                       is_unavailable, parse_retry_after)
 
 ANSWER = (b'{"decision":"allow","reason":"ok","retry_after_ms":0,"decision_id":"01J","degraded":false,'
           b'"limits":[],"lockout":null}')
@@ -134,6 +134,24 @@ class Timeouts(unittest.TestCase):
             Client(srv.url, "k", timeout=0.3).check("login", user="a")
         self.assertTrue(is_unavailable(cm.exception), cm.exception)
         self.assertLess(time.monotonic() - start, 1.0, "the deadline bounds the whole call, not each read")
+
+
+class Wire(unittest.TestCase):
+    def test_answers_with_fields_a_newer_guard_adds(self) -> None:
+        # A field Guard adds to a limit or a lockout must not break checks.
+        res = CheckResponse.from_wire({
+            "decision": "deny", "reason": "locked_out", "retry_after_ms": 5, "decision_id": "01J", "degraded": False,
+            "limits": [{"rule": "login/ip", "dimension": "ip", "limit": 60, "window_ms": 60000, "remaining": 0,
+                        "reset_ms": 5, "algorithm": "log", "shadow": True}],
+            "lockout": {"dimension": "user", "until": "2026-03-01T12:00:00.000Z", "level": 2, "ledger": "auth"},
+            "hint": "new"})
+        self.assertEqual((res.limits[0].rule, res.limits[0].remaining), ("login/ip", 0))
+        assert res.lockout is not None
+        self.assertEqual((res.lockout.level, res.lockout.until), (2, "2026-03-01T12:00:00.000Z"))
+        rep = ReportResponse.from_wire({"lockout": {"dimension": "user+ip", "until": "2026-03-01T12:00:00.000Z",
+                                                    "level": 1, "ledger": "auth"}})
+        assert rep.lockout is not None
+        self.assertEqual(rep.lockout.dimension, "user+ip")
 
 
 class Retries(unittest.TestCase):
