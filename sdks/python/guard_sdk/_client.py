@@ -11,6 +11,7 @@ import ssl
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import urlencode, urlsplit
@@ -95,6 +96,20 @@ class _DeadlineResponse(http.client.HTTPResponse):
 
 def _drop_none(d: Mapping[str, Any]) -> Dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
+
+
+def _wire_time(t: datetime) -> str:
+    """t as times are on the wire: RFC 3339 with milliseconds, UTC (naive: local time, as astimezone reads it)."""
+    u = t.astimezone(timezone.utc)
+    return u.strftime("%Y-%m-%dT%H:%M:%S.") + f"{u.microsecond // 1000:03d}Z"
+
+
+def _audit_query(filters: Mapping[str, Any]) -> Dict[str, Any]:
+    q = _drop_none(filters)
+    for k in ("since", "until"):
+        if isinstance(q.get(k), datetime):
+            q[k] = _wire_time(q[k])
+    return q
 
 
 class Client:
@@ -245,8 +260,11 @@ class Client:
         return self._get("/v1/policy")[0]
 
     def audit(self, **filters: Any) -> Dict[str, Any]:
-        """One page of audit events, newest first (scope audit:read): {"events": [...], "next_cursor": ...}."""
-        return self._get("/v1/audit", _drop_none(filters))[0]
+        """One page of audit events, newest first (scope audit:read): {"events": [...], "next_cursor": ...}.
+
+        ``since`` (inclusive) and ``until`` (exclusive) take a datetime or an RFC 3339 string.
+        """
+        return self._get("/v1/audit", _audit_query(filters))[0]
 
     def export_audit(self, fmt: str = "ndjson", timeout: Optional[float] = None, **filters: Any) -> str:
         """Every matching event as NDJSON or CSV text (no page limit)."""
@@ -254,7 +272,7 @@ class Client:
         if accept is None:
             raise ValueError(f"guard: unknown export format {fmt!r} (want 'ndjson' or 'csv')")
         filters.pop("limit", None)
-        status, headers, body = self._once("GET", "/v1/audit", _drop_none(filters), None,
+        status, headers, body = self._once("GET", "/v1/audit", _audit_query(filters), None,
                                            time.monotonic() + (timeout or 300.0), accept)
         if status // 100 != 2:
             raise self._error(status, headers, body)

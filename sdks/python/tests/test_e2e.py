@@ -3,6 +3,7 @@
 import json
 import re
 import unittest
+from datetime import datetime, timedelta, timezone
 
 from guard_sdk import Client, GuardError
 from tests.guard_server import KEY_ADMIN, KEY_AUDIT, KEY_CHECK, Guard, eventually
@@ -100,6 +101,18 @@ class EndToEnd(unittest.TestCase):
             Client(url, "wrong").policy()
         self.assertEqual(cm.exception.status, 401)
         self.assertTrue(re.match(r".+", cm.exception.message))
+
+    def test_audit_time_filters_take_datetimes(self) -> None:
+        checker, auditor = Client(self.guard.url, KEY_CHECK), Client(self.guard.url, KEY_AUDIT)
+        before = datetime.now(timezone.utc) - timedelta(seconds=1)
+        checker.check("login", user="carol@example.com", ip="192.0.2.50")
+        self.assertTrue(eventually(lambda: auditor.audit(user="carol@example.com", since=before)["events"]))
+        self.assertEqual(auditor.audit(user="carol@example.com", until=before)["events"], [])
+        # An aware datetime in another zone names the same instant.
+        plus2 = before.astimezone(timezone(timedelta(hours=2)))
+        self.assertEqual(len(auditor.audit(user="carol@example.com", since=plus2)["events"]), 1)
+        nd = auditor.export_audit("ndjson", user="carol@example.com", since=before)
+        self.assertEqual(len(nd.strip().split("\n")), 1)
 
 
 if __name__ == "__main__":
