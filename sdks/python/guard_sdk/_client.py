@@ -255,6 +255,22 @@ class Client:
                            "ledger": ledger, "reason": reason})
         self._do("DELETE", "/v1/lockouts", body=body, timeout=self._admin_timeout, idempotent=False)
 
+    def lock(self, dimension: str, duration_ms: int, *, user: Optional[str] = None, ip: Optional[str] = None,
+             device: Optional[str] = None, phone: Optional[str] = None, phone_country: Optional[str] = None,
+             phone_prefix: Optional[str] = None, ledger: Optional[str] = None,
+             reason: Optional[str] = None) -> List[LockoutEntry]:
+        """Locks a key for duration_ms (1 s to 30 days) by hand (scope admin); not retried, like unlock.
+
+        Returns one entry per ledger locked (``ledger`` names one; default: every ledger with a
+        lockout ladder). A manual lockout is not a strike: ``level`` stays the key's (0 without
+        strikes) and ``until`` is the later of this end and a struck one. Identifiers as in unlock.
+        """
+        body = _drop_none({"dimension": dimension, "user": user, "ip": ip, "device": device, "phone": phone,
+                           "phone_country": phone_country, "phone_prefix": phone_prefix,
+                           "duration_ms": duration_ms, "ledger": ledger, "reason": reason})
+        data, _ = self._do("POST", "/v1/lockouts", body=body, timeout=self._admin_timeout, idempotent=False)
+        return [LockoutEntry.from_wire(e) for e in data["lockouts"]]
+
     def policy(self) -> Dict[str, Any]:
         """The effective policy (scope admin), as JSON."""
         return self._get("/v1/policy")[0]

@@ -115,5 +115,35 @@ class EndToEnd(unittest.TestCase):
         self.assertEqual(len(nd.strip().split("\n")), 1)
 
 
+class AdminEndToEnd(unittest.TestCase):
+    """Admin calls that write audit events, on their own Guard so that EndToEnd counts only its own."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.guard = Guard()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.guard.stop()
+
+    def test_manual_lockouts(self) -> None:
+        admin, checker = Client(self.guard.url, KEY_ADMIN), Client(self.guard.url, KEY_CHECK)
+        ips = ["192.0.2.101", "192.0.2.102", "192.0.2.103"]
+        for ip in ips:
+            locked = admin.lock("ip", 3_600_000, ip=ip, ledger="auth", reason="py manual")
+            self.assertEqual([(e.dimension, e.ip, e.ledger, e.level) for e in locked], [("ip", ip, "auth", 0)])
+            self.assertRegex(locked[0].until, r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+        self.assertEqual(checker.check("login", ip=ips[0]).reason, "locked_out")
+        with self.assertRaises(GuardError) as cm:
+            admin.lock("ip", 1, ip=ips[0])
+        self.assertEqual((cm.exception.status, cm.exception.field), (400, "duration_ms"))
+        with self.assertRaises(GuardError) as cm:
+            checker.lock("ip", 60_000, ip=ips[0])
+        self.assertEqual(cm.exception.status, 403)
+        for ip in ips:
+            admin.unlock("ip", ip=ip, reason="py manual done")
+        self.assertEqual(checker.check("login", ip=ips[0]).reason, "ok")
+
+
 if __name__ == "__main__":
     unittest.main()
