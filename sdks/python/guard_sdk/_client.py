@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import urlencode, urlsplit
 
 from ._errors import GuardError, GuardUnavailableError, TooManyPendingReports, is_unavailable
-from ._types import (ALLOW, DENY, REASON_GUARD_UNAVAILABLE, CheckResponse, LockoutEntry,
+from ._types import (ALLOW, DENY, REASON_GUARD_UNAVAILABLE, CheckResponse, LockoutEntry, LockoutPage,
                      ReportResponse)
 
 #: Bounds check() and report(), retries included, in seconds.
@@ -233,13 +233,17 @@ class Client:
     # --- admin -----------------------------------------------------------
 
     def lockouts(self, *, user: Optional[str] = None, ip: Optional[str] = None, device: Optional[str] = None,
-                 phone: Optional[str] = None, dimension: Optional[str] = None,
-                 ledger: Optional[str] = None) -> List[LockoutEntry]:
-        """Active lockouts matching the filter (scope admin)."""
+                 phone: Optional[str] = None, dimension: Optional[str] = None, ledger: Optional[str] = None,
+                 limit: Optional[int] = None, cursor: Optional[str] = None) -> LockoutPage:
+        """One page of the active lockouts matching the filter (scope admin).
+
+        ``limit`` is the page size (1 to 1000, default 100); the answer is a list of its entries
+        whose ``next_cursor``, passed as ``cursor``, asks for the next page (None: no more).
+        """
         q = _drop_none({"user": user, "ip": ip, "device": device, "phone": phone, "dimension": dimension,
-                        "ledger": ledger})
+                        "ledger": ledger, "limit": limit, "cursor": cursor})
         data, _ = self._get("/v1/lockouts", q)
-        return [LockoutEntry.from_wire(e) for e in data["lockouts"]]
+        return LockoutPage((LockoutEntry.from_wire(e) for e in data["lockouts"]), data.get("next_cursor"))
 
     def unlock(self, dimension: str, *, user: Optional[str] = None, ip: Optional[str] = None,
                device: Optional[str] = None, phone: Optional[str] = None, phone_country: Optional[str] = None,

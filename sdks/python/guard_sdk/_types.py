@@ -7,7 +7,7 @@ milliseconds in fields ending in ``_ms``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, List, Optional, Type, TypeVar
+from typing import Any, Dict, Iterable, List, Optional, Type, TypeVar
 
 _T = TypeVar("_T")
 
@@ -122,3 +122,12 @@ class LockoutEntry:
     def from_wire(cls, d: Dict[str, Any]) -> "LockoutEntry":
         """Reads one entry, ignoring fields a newer Guard may add."""
         return _known(cls, d)
+
+
+class LockoutPage(List[LockoutEntry]):
+    """One page of GET /v1/lockouts: a list of its entries, plus ``next_cursor``, the ``cursor``
+    of the next page (None when the listing is complete)."""
+
+    def __init__(self, entries: Iterable[LockoutEntry] = (), next_cursor: Optional[str] = None) -> None:
+        super().__init__(entries)
+        self.next_cursor = next_cursor

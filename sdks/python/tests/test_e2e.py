@@ -144,6 +144,28 @@ class AdminEndToEnd(unittest.TestCase):
             admin.unlock("ip", ip=ip, reason="py manual done")
         self.assertEqual(checker.check("login", ip=ips[0]).reason, "ok")
 
+    def test_paged_lockout_listings(self) -> None:
+        admin = Client(self.guard.url, KEY_ADMIN)
+        ips = ["192.0.2.111", "192.0.2.112", "192.0.2.113"]
+        for ip in ips:
+            admin.lock("ip", 3_600_000, ip=ip, ledger="auth", reason="py paging")
+        seen, cursor, pages = [], None, 0
+        while True:
+            page = admin.lockouts(dimension="ip", ledger="auth", limit=2, cursor=cursor)
+            self.assertLessEqual(len(page), 2)
+            seen += [e.ip for e in page]
+            pages += 1
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        self.assertEqual(sorted(ip for ip in seen if ip in ips), ips)
+        self.assertGreaterEqual(pages, 2)
+        with self.assertRaises(GuardError) as cm:
+            admin.lockouts(cursor="forged")
+        self.assertEqual((cm.exception.status, cm.exception.field), (400, "cursor"))
+        for ip in ips:
+            admin.unlock("ip", ip=ip, reason="py paging done")
+
 
 if __name__ == "__main__":
     unittest.main()
