@@ -1,6 +1,6 @@
 import type {
-  AuditFilter, AuditPage, CheckRequest, CheckResponse, LockoutFilter, LockoutsResponse, Policy,
-  Readiness, ReportRequest, ReportResponse, UnlockRequest,
+  AuditFilter, AuditPage, CheckRequest, CheckResponse, LockRequest, LockResponse, LockoutFilter, LockoutsResponse,
+  Policy, Readiness, ReportRequest, ReportResponse, UnlockRequest,
 } from "./types.js";
 
 /** What check() does when Guard cannot answer (network error, timeout, 5xx). */
@@ -202,6 +202,17 @@ export class GuardClient {
   /** Lifts a lockout (scope admin); a GuardError 404 not_found when nothing was locked. Not retried. */
   async unlock(req: UnlockRequest, opts: CallOptions = {}): Promise<void> {
     await this.do({ method: "DELETE", path: "v1/lockouts", body: req, timeoutMs: this.adminTimeoutMs, idempotent: false, signal: opts.signal });
+  }
+
+  /**
+   * Locks a key by hand (scope admin, contract v1.1); answers one entry per
+   * ledger locked. A manual lockout is not a strike: level stays the key's and
+   * until is the later of this end and a struck one. Not retried, like unlock.
+   */
+  async lock(req: LockRequest, opts: CallOptions = {}): Promise<LockResponse> {
+    return (await this.do<LockResponse>({
+      method: "POST", path: "v1/lockouts", body: req, timeoutMs: this.adminTimeoutMs, idempotent: false, signal: opts.signal,
+    })).body;
   }
 
   /** The effective policy (scope admin). */

@@ -138,6 +138,29 @@ export interface UnlockRequest {
   reason?: string;
 }
 
+/** Body of POST /v1/lockouts (contract v1.1): a manual lockout of the key that dimension and its identifiers name. */
+export interface LockRequest {
+  dimension: Dimension;
+  user?: string;
+  ip?: string;
+  device?: string;
+  /** As in UnlockRequest: a number, or the key's value as listed (phone_country, phone_prefix). */
+  phone?: string;
+  phone_country?: string;
+  phone_prefix?: string;
+  /** How long the key stays locked, 1 s to 30 days, in ms. */
+  duration_ms: number;
+  /** One ledger; default every ledger of an action that has a lockout ladder. */
+  ledger?: string;
+  /** Recorded in the audit trail as the admin event's note. */
+  reason?: string;
+}
+
+/** Answer of POST /v1/lockouts: one entry per ledger locked (level 0 for a key without strikes). */
+export interface LockResponse {
+  lockouts: LockoutEntry[];
+}
+
 export interface PolicyRule {
   name: string;
   dimension: Dimension;

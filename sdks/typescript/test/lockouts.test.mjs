@@ -1,0 +1,28 @@
+// Manual lockouts (contract v1.1) against a real
+// Guard of their own, so that e2e.test.mjs counts only its own admin events.
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { GuardClient, GuardError } from "../dist/index.js";
+import { keys, startGuard } from "./guard.mjs";
+
+let guard;
+before(async () => { guard = await startGuard(); });
+after(async () => { await guard?.stop(); });
+
+const TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
+
+test("manual lockouts", async () => {
+  const admin = new GuardClient({ baseUrl: guard.url, apiKey: keys.admin });
+  const checker = new GuardClient({ baseUrl: guard.url, apiKey: keys.check });
+  const ip = "192.0.2.201";
+  const locked = await admin.lock({ dimension: "ip", ip, duration_ms: 3_600_000, ledger: "auth", reason: "ts manual" });
+  assert.deepEqual(locked.lockouts.map((e) => [e.dimension, e.ip, e.ledger, e.level]), [["ip", ip, "auth", 0]]);
+  assert.match(locked.lockouts[0].until, TIME);
+  assert.equal((await checker.check({ action: "login", ip })).reason, "locked_out");
+  await assert.rejects(admin.lock({ dimension: "ip", ip, duration_ms: 1 }),
+    (e) => e instanceof GuardError && e.status === 400 && e.field === "duration_ms");
+  await assert.rejects(checker.lock({ dimension: "ip", ip, duration_ms: 60_000 }),
+    (e) => e instanceof GuardError && e.status === 403 && e.code === "forbidden");
+  await admin.unlock({ dimension: "ip", ip, reason: "ts manual done" });
+  assert.equal((await checker.check({ action: "login", ip })).reason, "ok");
+});
