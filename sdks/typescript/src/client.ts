@@ -194,7 +194,7 @@ export class GuardClient {
     while (this.pending.size > 0) await Promise.allSettled([...this.pending]);
   }
 
-  /** Active lockouts matching the filter (scope admin). */
+  /** One page of the active lockouts matching the filter (scope admin); next_cursor, as filter.cursor, asks for the next. */
   async lockouts(filter: LockoutFilter = {}, opts: CallOptions = {}): Promise<LockoutsResponse> {
     return (await this.get<LockoutsResponse>("v1/lockouts", params(filter), opts)).body;
   }

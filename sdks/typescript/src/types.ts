@@ -100,6 +100,10 @@ export interface LockoutFilter {
   phone?: string;
   dimension?: Dimension;
   ledger?: string;
+  /** Page size, 1..1000; default 100 (contract v1.1). */
+  limit?: number;
+  /** A previous page's next_cursor. */
+  cursor?: string;
 }
 
 export interface LockoutEntry {
@@ -119,8 +123,11 @@ export interface LockoutEntry {
   until: string;
 }
 
+/** One page of GET /v1/lockouts. */
 export interface LockoutsResponse {
   lockouts: LockoutEntry[];
+  /** The cursor of the next page; null when the listing is complete. */
+  next_cursor: string | null;
 }
 
 export interface UnlockRequest {
@@ -156,7 +163,7 @@ export interface LockRequest {
   reason?: string;
 }
 
-/** Answer of POST /v1/lockouts: one entry per ledger locked (level 0 for a key without strikes). */
+/** Answer of POST /v1/lockouts: one entry per ledger locked (level 0 for a key without strikes), no cursor. */
 export interface LockResponse {
   lockouts: LockoutEntry[];
 }
