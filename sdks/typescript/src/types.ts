@@ -177,6 +177,8 @@ export interface PolicyRule {
   /** "user" or "device" for a distinct-count rule. */
   distinct?: "user" | "device";
   algorithm: "log" | "counter" | "bucket";
+  /** "deny" or "challenge" on attempt rules (contract v1.1); absent on failure rules. */
+  on_limit?: "deny" | "challenge";
 }
 
 export interface PolicyAction {
@@ -185,6 +187,8 @@ export interface PolicyAction {
   lockout: { ladder_ms: number[]; decay_ms: number; ledger: string; count_denials: boolean };
   on_store_failure: string;
   shadow: boolean;
+  /** Every allowed check holds one provisional failure until its report settles it (contract v1.1). */
+  reserve_failures: boolean;
 }
 
 export interface PolicyList {

@@ -53,6 +53,9 @@ test("every endpoint against a real Guard", async () => {
   const policy = await admin.policy();
   assert.equal(policy.actions.login.limits.length, 2);
   assert.equal(policy.actions.login.lockout.ledger, "auth");
+  assert.equal(policy.actions.otp_verify.reserve_failures, true);
+  assert.ok(policy.actions.signup.limits.some((r) => r.on_limit === "challenge"), "signup has a challenge rule");
+  assert.ok(policy.actions.login.failures.every((r) => r.on_limit === undefined), "failure rules carry no on_limit");
 
   // The ten report events land asynchronously; page through them once all are stored.
   assert.ok(await eventually(async () => (await auditor.audit({ user: "bob@example.com", kind: "report" })).events.length === 10),
