@@ -287,13 +287,17 @@ class Client:
         return self._get("/v1/audit", _audit_query(filters))[0]
 
     def export_audit(self, fmt: str = "ndjson", timeout: Optional[float] = None, **filters: Any) -> str:
-        """Every matching event as NDJSON or CSV text (no page limit)."""
+        """Every matching event as NDJSON or CSV text (no page limit).
+
+        ``timeout`` (seconds, default 300) bounds the connection and each read, not the whole
+        transfer, which takes as long as the trail is long.
+        """
         accept = {"ndjson": "application/x-ndjson", "csv": "text/csv"}.get(fmt)
         if accept is None:
             raise ValueError(f"guard: unknown export format {fmt!r} (want 'ndjson' or 'csv')")
         filters.pop("limit", None)
         status, headers, body = self._once("GET", "/v1/audit", _audit_query(filters), None,
-                                           time.monotonic() + (timeout or 300.0), accept)
+                                           time.monotonic() + (timeout or 300.0), accept, per_read=True)
         if status // 100 != 2:
             raise self._error(status, headers, body)
         return body.decode("utf-8")
@@ -335,7 +339,9 @@ class Client:
             attempt += 1
 
     def _once(self, method: str, path: str, query: Optional[Mapping[str, Any]], body: Any,
-              deadline: float, accept: str) -> Tuple[int, Dict[str, str], bytes]:
+              deadline: float, accept: str, per_read: bool = False) -> Tuple[int, Dict[str, str], bytes]:
+        """One request, over by deadline; with per_read, deadline - now bounds the connection
+        and each read instead (an export streams for as long as it takes)."""
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise GuardUnavailableError(f"guard: {method} {path}: timed out")
@@ -345,7 +351,8 @@ class Client:
             conn = http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=self._ssl)
         else:
             conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
-        conn.response_class = functools.partial(_DeadlineResponse, deadline=deadline)  # type: ignore[assignment]
+        if not per_read:
+            conn.response_class = functools.partial(_DeadlineResponse, deadline=deadline)  # type: ignore[assignment]
         target = self._prefix + path + ("?" + urlencode(query) if query else "")
         headers = {"Accept": accept, "User-Agent": self._agent}
         if self._api_key:

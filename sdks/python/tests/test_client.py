@@ -136,6 +136,26 @@ class Timeouts(unittest.TestCase):
         self.assertLess(time.monotonic() - start, 1.0, "the deadline bounds the whole call, not each read")
 
 
+    def test_export_timeout_bounds_each_read(self) -> None:
+        # An export streams for as long as the trail is long: its timeout is
+        # how long one read may wait, not the whole transfer.
+        body = b'{"id":"1"}\n' * 2
+
+        def handle(h: BaseHTTPRequestHandler, n: int) -> None:
+            h.send_response(200)
+            h.send_header("Content-Type", "application/x-ndjson")
+            h.send_header("Content-Length", str(len(body)))
+            h.end_headers()
+            for c in body:
+                time.sleep(0.03)
+                h.wfile.write(bytes([c]))
+                h.wfile.flush()
+
+        srv = Server(handle)
+        self.addCleanup(srv.close)
+        self.assertEqual(Client(srv.url, "k").export_audit("ndjson", timeout=0.3), body.decode())
+
+
 class Wire(unittest.TestCase):
     def test_answers_with_fields_a_newer_guard_adds(self) -> None:
         # A field Guard adds to a limit or a lockout must not break checks.
