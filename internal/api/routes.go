@@ -61,17 +61,18 @@ func (s *server) routes() *gin.Engine {
 	act := s.requireUI(ScopeAdmin)
 	get("/ui/static/guard.css", handleUICSS)
 	get("/ui/login", s.handleUILoginForm)
-	e.POST("/ui/login", s.handleUILogin)
-	e.POST("/ui/logout", s.handleUILogout)
+	form := s.limitForm
+	e.POST("/ui/login", form, s.handleUILogin)
+	e.POST("/ui/logout", form, s.handleUILogout)
 	get("/ui", redirect("/ui/"))
 	get("/ui/", review, s.handleUIOverview)
 	get("/ui/events", review, s.handleUIEvents)
 	get("/ui/events/:id", review, s.handleUIEvent)
 	get("/ui/export", review, s.handleUIExport)
 	get("/ui/lockouts", review, s.handleUILockouts)
-	e.POST("/ui/lockouts/unlock", act, s.handleUIUnlock)
-	e.POST("/ui/lockouts/unlock-many", act, s.handleUIUnlockMany)
-	e.POST("/ui/lockouts/lock", act, s.handleUILock)
+	e.POST("/ui/lockouts/unlock", form, act, s.handleUIUnlock)
+	e.POST("/ui/lockouts/unlock-many", form, act, s.handleUIUnlockMany)
+	e.POST("/ui/lockouts/lock", form, act, s.handleUILock)
 
 	// Operations (no key).
 	get("/healthz", s.handleHealthz)

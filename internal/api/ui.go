@@ -175,6 +175,8 @@ func statusCode(status int) string {
 		return sdk.CodeUnauthenticated
 	case http.StatusBadRequest:
 		return sdk.CodeInvalidRequest
+	case http.StatusRequestEntityTooLarge:
+		return sdk.CodeTooLarge
 	}
 	return sdk.CodeInternal
 }
