@@ -292,6 +292,10 @@ func parseLockDuration(v string) (time.Duration, error) {
 		if err != nil {
 			return 0, errors.New("duration must be like 15m, 6h or 7d")
 		}
+		if n > abuse.MaxManualLock/24 || n < -abuse.MaxManualLock/24 {
+			// Out of range already, and n*24 could wrap into it.
+			return 0, errors.New("duration must be from 1s to 30 days")
+		}
 		d = n * 24
 	} else {
 		n, err := time.ParseDuration(v)

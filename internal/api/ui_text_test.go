@@ -61,7 +61,9 @@ func TestParseLockDuration(t *testing.T) {
 			t.Errorf("parseLockDuration(%q) = %v, %v; want %s", in, d, err, want)
 		}
 	}
-	for _, in := range []string{"", "0s", "999ms", "31d", "721h", "1w", "d", "-1h", "1.5.d"} {
+	for _, in := range []string{"", "0s", "999ms", "31d", "721h", "1w", "d", "-1h", "1.5.d",
+		// 213504 days in nanoseconds wrap past 2^63 to about 25 minutes.
+		"213504d", "106752d", "-213504d"} {
 		if d, err := parseLockDuration(in); err == nil {
 			t.Errorf("parseLockDuration(%q) = %v; want an error", in, d)
 		}
