@@ -10,6 +10,11 @@ import (
 	"time"
 )
 
+// DefaultAdminTimeout bounds an admin call on the primary (a lockout
+// listing, a manual lock, an unlock) unless FailoverConfig.AdminTimeout
+// says otherwise; NewRedisClient's socket timeouts leave it whole.
+const DefaultAdminTimeout = 2 * time.Second
+
 // FailoverConfig configures NewFailover. Zero (or negative) fields get the
 // defaults stated on each field.
 type FailoverConfig struct {
@@ -18,7 +23,7 @@ type FailoverConfig struct {
 	// from the fallback instead and counts as a failure.
 	Budget time.Duration
 	// AdminTimeout bounds a lockout listing or an unlock on the primary
-	// (default 2s): admin calls, not decisions.
+	// (default DefaultAdminTimeout): admin calls, not decisions.
 	AdminTimeout time.Duration
 	// FailureThreshold is the number of consecutive primary failures or
 	// timeouts that open the breaker (default 3).
@@ -104,7 +109,7 @@ func NewFailover(logger *slog.Logger, cfg FailoverConfig, primary Store, fallbac
 		logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.AdminTimeout <= 0 {
-		cfg.AdminTimeout = 2 * time.Second
+		cfg.AdminTimeout = DefaultAdminTimeout
 	}
 	if cfg.Budget <= 0 {
 		cfg.Budget = DefaultBudget

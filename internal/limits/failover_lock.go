@@ -3,12 +3,11 @@ package limits
 import (
 	"context"
 	"fmt"
-	"time"
 )
 
 // lockTimeout bounds a manual lock on the primary. It is an admin write,
 // not a decision, so it does not run under the decision budget.
-const lockTimeout = 2 * time.Second
+const lockTimeout = DefaultAdminTimeout
 
 // Lock sets manual lockouts on the primary and, once the primary has them,
 // on this instance's fallback too, so this instance keeps enforcing them

@@ -280,7 +280,11 @@ func (s *RedisStore) writeIndexes(ctx context.Context, entries []strikeIndex) {
 		pipe.Do(ctx, "PEXPIREAT", e.index, until, "NX")
 		pipe.Do(ctx, "PEXPIREAT", e.index, until, "GT")
 	}
-	_, _ = pipe.Exec(context.WithoutCancel(ctx))
+	// Without the caller's cancel, but bounded: the socket timeouts are
+	// the admin timeout's, longer than a decision may wait.
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), followUpTimeout)
+	defer cancel()
+	_, _ = pipe.Exec(ictx)
 }
 
 // Unlock deletes the lock records and the failure logs, one script per

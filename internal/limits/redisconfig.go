@@ -72,11 +72,15 @@ const minDialTimeout = time.Second
 
 // NewRedisClient builds the go-redis client for cfg (a *redis.Client, a
 // Sentinel failover client or a *redis.ClusterClient) whose calls honour
-// their context deadline (the failover budget). A budget > 0 also becomes
-// every socket and pool timeout the URL leaves unset: go-redis takes the
-// earlier of the context deadline and now+ReadTimeout, so with its default
-// (5s) a budget above 5s would be cut short, and a call never has longer
-// than the budget anyway. Dials run in go-redis's background, not within
+// their context deadline: the failover budget for decisions, the admin
+// timeout for listings, locks and unlocks. A budget > 0 also becomes the
+// pool timeout the URL leaves unset, and the socket read and write
+// timeouts it leaves unset are the longer of the budget and
+// DefaultAdminTimeout: go-redis takes the earlier of the context deadline
+// and now+ReadTimeout, so a socket timeout of the budget would cut every
+// admin call short at the budget (a listing of a Redis answering in 100ms
+// failed at 50ms), and with go-redis's default (5s) a budget above 5s would
+// be cut short. Dials run in go-redis's background, not within
 // a call, so they get at least a second: a handshake slower than the
 // budget still completes and pools its connection. Budget 0 keeps
 // go-redis's defaults. Commands are never retried: a retried script may
@@ -87,10 +91,13 @@ func NewRedisClient(cfg RedisConfig, budget time.Duration) (redis.UniversalClien
 		if budget <= 0 {
 			return
 		}
-		for _, d := range []*time.Duration{read, write, pool} {
+		for _, d := range []*time.Duration{read, write} {
 			if *d == 0 {
-				*d = budget
+				*d = max(budget, DefaultAdminTimeout)
 			}
+		}
+		if *pool == 0 {
+			*pool = budget
 		}
 		if *dial == 0 {
 			*dial = max(budget, minDialTimeout)

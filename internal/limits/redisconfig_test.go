@@ -9,7 +9,8 @@ import (
 
 // TestNewRedisClientTimeoutsFollowBudget checks that go-redis's own socket
 // timeouts never cut a call short of store.budget (its default ReadTimeout
-// is 5s), and that a URL's explicit timeouts are kept.
+// is 5s) nor an admin call short of DefaultAdminTimeout, and that a URL's
+// explicit timeouts are kept.
 func TestNewRedisClientTimeoutsFollowBudget(t *testing.T) {
 	tests := []struct {
 		name                          string
@@ -19,11 +20,11 @@ func TestNewRedisClientTimeoutsFollowBudget(t *testing.T) {
 		wantDial                      time.Duration
 	}{
 		{name: "default budget", url: "redis://127.0.0.1:6379/0", budget: 50 * time.Millisecond,
-			wantRead: 50 * time.Millisecond, wantWrite: 50 * time.Millisecond, wantPool: 50 * time.Millisecond, wantDial: time.Second},
+			wantRead: DefaultAdminTimeout, wantWrite: DefaultAdminTimeout, wantPool: 50 * time.Millisecond, wantDial: time.Second},
 		{name: "budget above go-redis read timeout", url: "redis://127.0.0.1:6379/0", budget: 8 * time.Second,
 			wantRead: 8 * time.Second, wantWrite: 8 * time.Second, wantPool: 8 * time.Second, wantDial: 8 * time.Second},
 		{name: "url timeouts kept", url: "redis://127.0.0.1:6379/0?read_timeout=2s&dial_timeout=3s", budget: 50 * time.Millisecond,
-			wantRead: 2 * time.Second, wantWrite: 50 * time.Millisecond, wantPool: 50 * time.Millisecond, wantDial: 3 * time.Second},
+			wantRead: 2 * time.Second, wantWrite: DefaultAdminTimeout, wantPool: 50 * time.Millisecond, wantDial: 3 * time.Second},
 		{name: "no budget keeps go-redis defaults", url: "redis://127.0.0.1:6379/0", budget: 0,
 			wantRead: 5 * time.Second, wantWrite: 5 * time.Second, wantPool: 6 * time.Second, wantDial: 5 * time.Second},
 	}
@@ -68,7 +69,7 @@ func TestNewRedisClientDeployments(t *testing.T) {
 	defer cluster.Close()
 	// No retries and no redirects (go-redis retries through its redirect
 	// loop; a rollback run twice would loosen a limit).
-	if o := cluster.(*redis.ClusterClient).Options(); !o.ContextTimeoutEnabled || o.ReadTimeout != 50*time.Millisecond ||
+	if o := cluster.(*redis.ClusterClient).Options(); !o.ContextTimeoutEnabled || o.ReadTimeout != DefaultAdminTimeout ||
 		o.MaxRedirects != 0 || o.MaxRetries != -1 {
 		t.Errorf("cluster options: context timeouts %v, read timeout %v, redirects %d, retries %d",
 			o.ContextTimeoutEnabled, o.ReadTimeout, o.MaxRedirects, o.MaxRetries)

@@ -1,0 +1,72 @@
+package limits_test
+
+import (
+	"context"
+	"crypto/rand"
+	"testing"
+	"time"
+
+	"github.com/guardhq/guard/internal/limits"
+	"github.com/guardhq/guard/internal/testenv"
+)
+
+// TestFailoverAdminCallsOutlastBudget: a Redis that answers an admin call
+// (a listing, a manual lock, an unlock) after the decision budget but
+// within the admin timeout is up, on the client cmd/guard builds
+// (NewRedisClient): its socket timeouts must not cut the call short at the
+// budget, which answered 503 to listings of a Redis slow by 100ms.
+func TestFailoverAdminCallsOutlastBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and pauses a private redis-server; skipped with -short")
+	}
+	srv := testenv.PrivateRedis(t)
+	const budget = 50 * time.Millisecond
+	client, err := limits.NewRedisClient(limits.RedisConfig{URL: srv.URL()}, budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No probes: only the calls below reach Redis.
+	fo := limits.NewFailover(nil, limits.FailoverConfig{Budget: budget, ProbeInterval: time.Hour},
+		limits.NewRedis(client, limits.RedisStoreConfig{}), limits.NewMemory(limits.MemoryConfig{}), limits.FailoverEvents{})
+	defer fo.Close()
+	ctx := context.Background()
+	prefix := "guardadmin:" + rand.Text()[:10] + ":"
+	lock := &limits.LockRequest{Duration: time.Minute, Locks: []limits.ManualLock{{Key: prefix + "lock", Info: "x"}}}
+
+	// stall pauses Redis for 4 budgets: long for a decision, short for
+	// the admin timeout.
+	stall := func() {
+		srv.Pause()
+		time.AfterFunc(4*budget, srv.Resume)
+	}
+	calls := []struct {
+		name string
+		call func() error
+	}{
+		{"lock", func() error { _, err := fo.Lock(ctx, lock); return err }},
+		{"list by pattern", func() error {
+			page, err := fo.Lockouts(ctx, &limits.LockQuery{Pattern: prefix + "*", Limit: 10})
+			if err == nil && len(page.Locks) != 1 {
+				t.Errorf("listing holds %d lockouts; want 1", len(page.Locks))
+			}
+			return err
+		}},
+		{"unlock", func() error {
+			active, err := fo.Unlock(ctx, &limits.UnlockRequest{Locks: []string{prefix + "lock"}})
+			if err == nil && !active {
+				t.Errorf("unlock found nothing locked; want the lock")
+			}
+			return err
+		}},
+	}
+	for _, c := range calls {
+		stall()
+		if err := c.call(); err != nil {
+			t.Errorf("%s while Redis answers after %v: %v; want it answered", c.name, 4*budget, err)
+		}
+		time.Sleep(5 * budget) // resumed
+	}
+	if fo.Degraded() {
+		t.Errorf("Degraded() = true; admin calls never open the breaker")
+	}
+}
