@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -284,9 +285,20 @@ func wantsHTML(c *gin.Context) bool {
 	return strings.Contains(c.GetHeader("Accept"), "text/html")
 }
 
-// safeNext keeps a post-sign-in redirect on the review pages.
+// safeNext keeps a post-sign-in redirect on the review pages: a path
+// that is /ui or below it once cleaned (the redirect cleans it too, so
+// /ui/../v1 would leave them), with no control characters (a NUL made a
+// redirect without Location), never the sign-in or sign-out page.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/ui") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+	if !strings.HasPrefix(next, "/ui") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\") ||
+		strings.ContainsFunc(next, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return "/ui/"
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.Opaque != "" {
+		return "/ui/"
+	}
+	if clean := path.Clean(u.Path); clean != "/ui" && !strings.HasPrefix(clean, "/ui/") {
 		return "/ui/"
 	}
 	if strings.HasPrefix(next, "/ui/login") || strings.HasPrefix(next, "/ui/logout") {
