@@ -73,8 +73,15 @@ func (s *server) streamAudit(c *gin.Context, f audit.Filter, ct string) {
 	}
 	release, ok := s.exports.acquire()
 	if !ok {
+		// Load shedding, not a failure: a WARN at most once a minute
+		// rather than writeError's ERROR per refused request.
+		if s.exports.logRefusal(time.Now()) {
+			loggerFrom(c).Warn("audit export refused: the limit of exports at once is reached (logged at most once a minute)",
+				"limit", cap(s.exports.slots))
+		}
 		c.Header("Retry-After", "5")
-		writeError(c, errTooManyExports)
+		e := errTooManyExports
+		writeErrorBody(c, e.Status, errorDetail{Code: e.Code, Message: e.Message})
 		return
 	}
 	defer release()

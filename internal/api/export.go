@@ -26,6 +26,19 @@ var errTooManyExports = &Error{Status: http.StatusServiceUnavailable, Code: sdk.
 type exportLimits struct {
 	slots        chan struct{}
 	writeTimeout time.Duration
+	// lastRefusal is when a refused export was last logged (Unix ns),
+	// shared by the copies of one State: refusals are logged at most
+	// once a minute, so a client retrying in a loop cannot flood the log.
+	lastRefusal *atomic.Int64
+}
+
+// refusalLogEvery is how often refused exports are logged at most.
+const refusalLogEvery = time.Minute
+
+// logRefusal reports whether a refused export at now is to be logged.
+func (l exportLimits) logRefusal(now time.Time) bool {
+	last := l.lastRefusal.Load()
+	return now.UnixNano()-last >= int64(refusalLogEvery) && l.lastRefusal.CompareAndSwap(last, now.UnixNano())
 }
 
 func newExportLimits(cfg ExportConfig) exportLimits {
@@ -35,7 +48,7 @@ func newExportLimits(cfg ExportConfig) exportLimits {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = defaultExportWriteTimeout
 	}
-	return exportLimits{slots: make(chan struct{}, cfg.MaxConcurrent), writeTimeout: cfg.WriteTimeout}
+	return exportLimits{slots: make(chan struct{}, cfg.MaxConcurrent), writeTimeout: cfg.WriteTimeout, lastRefusal: new(atomic.Int64)}
 }
 
 // acquire takes an export slot without waiting; release gives it back.

@@ -1,6 +1,9 @@
 package api
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // safeNext keeps the redirect after sign-in on the review pages, as the
 // browser will resolve it: cleaned paths and decoded dots included.
@@ -25,6 +28,30 @@ func TestSafeNext(t *testing.T) {
 	} {
 		if got := safeNext(tc.next); got != tc.want {
 			t.Errorf("safeNext(%q) = %q, want %q", tc.next, got, tc.want)
+		}
+	}
+}
+
+// Refused exports are logged at most once a minute, whichever copy of the
+// limits (one State across reloads) refuses them.
+func TestExportRefusalLogEveryMinute(t *testing.T) {
+	l := newExportLimits(ExportConfig{})
+	other := l // a handler built after a reload shares the State's limits
+	t0 := time.Unix(1_700_000_000, 0)
+	for i, tc := range []struct {
+		l    exportLimits
+		at   time.Duration
+		want bool
+	}{
+		{l, 0, true},
+		{l, time.Second, false},
+		{other, 59 * time.Second, false},
+		{other, time.Minute, true},
+		{l, time.Minute + time.Second, false},
+		{l, 2 * time.Minute, true},
+	} {
+		if got := tc.l.logRefusal(t0.Add(tc.at)); got != tc.want {
+			t.Errorf("refusal %d at +%v: logged %v, want %v", i, tc.at, got, tc.want)
 		}
 	}
 }
