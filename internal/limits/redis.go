@@ -89,6 +89,7 @@ func (s *RedisStore) Check(ctx context.Context, req *CheckRequest) (CheckResult,
 	if err := validateCheck(req); err != nil {
 		return CheckResult{}, fmt.Errorf("check: %w", err)
 	}
+	allow := followUpAllowance(ctx)
 	groups := s.checkGroups(req)
 	calls := make([]*pending, len(groups))
 	for i, g := range groups {
@@ -147,7 +148,7 @@ func (s *RedisStore) Check(ctx context.Context, req *CheckRequest) (CheckResult,
 	res.Trusted = trusted && len(res.Struck) > 0
 	res.Challenge = !allowed && locked == nil && challengeOnly(req.Rules, res.Rules)
 	if len(foreign) > 0 {
-		s.writeIndexes(ctx, foreign)
+		s.writeIndexes(ctx, allow, foreign)
 	}
 	if allowed || req.DryRun || !s.cluster {
 		return res, nil
@@ -159,10 +160,12 @@ func (s *RedisStore) Check(ctx context.Context, req *CheckRequest) (CheckResult,
 	// entries in (stricter), a failure that cannot be recorded is one
 	// failure less, but a denial never turns into an error (which the
 	// failover store would answer from its fallback, perhaps allowing).
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), followUpTimeout)
-	defer cancel()
-	s.rollback(fctx, req, groups, replies)
+	rctx, cancel := followUp(ctx, allow)
+	s.rollback(rctx, req, groups, replies)
+	cancel()
 	if locked == nil && !res.Challenge && req.DenialFailures != nil && len(req.DenialFailures.Failures) > 0 {
+		fctx, cancel := followUp(ctx, allow)
+		defer cancel()
 		if rep, err := s.Report(fctx, &ReportRequest{Failure: true, Escalation: *req.DenialFailures}); err == nil {
 			res.Struck = append(res.Struck, rep.Struck...)
 		}
@@ -172,8 +175,30 @@ func (s *RedisStore) Check(ctx context.Context, req *CheckRequest) (CheckResult,
 }
 
 // followUpTimeout bounds the rollback and denial failure of a Cluster
-// decision spanning slots, which run after its answer is known.
+// decision spanning slots, which run after its answer is known, and the
+// lockout index entries a strike writes in other slots; each of them
+// takes no longer than the decision itself had either (followUpAllowance).
 const followUpTimeout = 250 * time.Millisecond
+
+// followUpAllowance is how long each write that follows a decision's
+// answer may take, read from the decision's ctx as it begins: the time it
+// leaves the decision (the failover budget), at most followUpTimeout. The
+// client's socket timeouts are the admin timeout's (NewRedisClient), so
+// they no longer cut a follow-up off at the budget: without this bound a
+// hung Redis would hold a decision up to followUpTimeout per follow-up
+// past its answer.
+func followUpAllowance(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return min(followUpTimeout, time.Until(d))
+	}
+	return followUpTimeout
+}
+
+// followUp is the context of one follow-up write: without ctx's cancel
+// (the answer is given and stands), bounded by allow.
+func followUp(ctx context.Context, allow time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), allow)
+}
 
 // rollback removes the entries that the slots which allowed their share
 // of a denied decision added.
@@ -210,6 +235,7 @@ func (s *RedisStore) Report(ctx context.Context, req *ReportRequest) (ReportResu
 	if err := validateReport(req); err != nil {
 		return ReportResult{}, fmt.Errorf("report: %w", err)
 	}
+	allow := followUpAllowance(ctx)
 	groups := s.reportGroups(req)
 	calls := make([]*pending, len(groups))
 	for i, g := range groups {
@@ -241,7 +267,7 @@ func (s *RedisStore) Report(ctx context.Context, req *ReportRequest) (ReportResu
 		foreign = appendForeign(foreign, struck, r.struck, g.foreign)
 	}
 	if len(foreign) > 0 {
-		s.writeIndexes(ctx, foreign)
+		s.writeIndexes(ctx, allow, foreign)
 	}
 	return res, nil
 }
@@ -268,8 +294,9 @@ type strikeIndex struct {
 // writeIndexes adds strikes to lockout indexes in other slots (Cluster
 // only). The lock itself is already in force; an index entry that fails to
 // be written only hides it from listings by that identity, so the error
-// is not the decision's.
-func (s *RedisStore) writeIndexes(ctx context.Context, entries []strikeIndex) {
+// is not the decision's. It runs without ctx's cancel, within allow
+// (followUpAllowance).
+func (s *RedisStore) writeIndexes(ctx context.Context, allow time.Duration, entries []strikeIndex) {
 	pipe := s.client.Pipeline()
 	for _, e := range entries {
 		until := e.lock.Until.UnixMilli()
@@ -280,9 +307,7 @@ func (s *RedisStore) writeIndexes(ctx context.Context, entries []strikeIndex) {
 		pipe.Do(ctx, "PEXPIREAT", e.index, until, "NX")
 		pipe.Do(ctx, "PEXPIREAT", e.index, until, "GT")
 	}
-	// Without the caller's cancel, but bounded: the socket timeouts are
-	// the admin timeout's, longer than a decision may wait.
-	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), followUpTimeout)
+	ictx, cancel := followUp(ctx, allow)
 	defer cancel()
 	_, _ = pipe.Exec(ictx)
 }

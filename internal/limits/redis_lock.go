@@ -74,7 +74,7 @@ func (s *RedisStore) Lock(ctx context.Context, req *LockRequest) ([]LockState, e
 		}
 	}
 	if len(idx) > 0 {
-		s.writeIndexes(ctx, idx)
+		s.writeIndexes(ctx, followUpAllowance(ctx), idx)
 	}
 	return out, nil
 }
