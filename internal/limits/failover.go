@@ -22,8 +22,9 @@ type FailoverConfig struct {
 	// (default 50ms). A call that has not answered within Budget is answered
 	// from the fallback instead and counts as a failure.
 	Budget time.Duration
-	// AdminTimeout bounds a lockout listing or an unlock on the primary
-	// (default DefaultAdminTimeout): admin calls, not decisions.
+	// AdminTimeout bounds a lockout listing, a manual lock or an unlock on
+	// the primary (default DefaultAdminTimeout): admin calls, not
+	// decisions.
 	AdminTimeout time.Duration
 	// FailureThreshold is the number of consecutive primary failures or
 	// timeouts that open the breaker (default 3).

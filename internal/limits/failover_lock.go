@@ -5,10 +5,6 @@ import (
 	"fmt"
 )
 
-// lockTimeout bounds a manual lock on the primary. It is an admin write,
-// not a decision, so it does not run under the decision budget.
-const lockTimeout = DefaultAdminTimeout
-
 // Lock sets manual lockouts on the primary and, once the primary has them,
 // on this instance's fallback too, so this instance keeps enforcing them
 // through a later outage. It never answers from the fallback alone: while
@@ -23,7 +19,8 @@ func (f *FailoverStore) Lock(ctx context.Context, req *LockRequest) ([]LockState
 	if f.Degraded() {
 		return nil, fmt.Errorf("lock: %w: the primary store is down", ErrUnavailable)
 	}
-	pctx, cancel := context.WithTimeout(ctx, lockTimeout)
+	// An admin write, not a decision: AdminTimeout, not the budget.
+	pctx, cancel := context.WithTimeout(ctx, f.cfg.AdminTimeout)
 	states, err := f.primary.Lock(pctx, req)
 	cancel()
 	if err != nil {

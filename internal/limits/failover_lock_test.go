@@ -31,6 +31,25 @@ func TestFailoverLock(t *testing.T) {
 		}
 	})
 
+	t.Run("admin timeout", func(t *testing.T) {
+		// A lock is an admin call: FailoverConfig.AdminTimeout bounds it,
+		// as it bounds listings and unlocks.
+		var left time.Duration
+		primary := &foStore{lock: func(ctx context.Context, _ *LockRequest) ([]LockState, error) {
+			if d, ok := ctx.Deadline(); ok {
+				left = time.Until(d)
+			}
+			return []LockState{{Key: "m:1"}}, nil
+		}}
+		f := newTestFailover(t, FailoverConfig{AdminTimeout: 5 * time.Second}, primary, &foStore{}, FailoverEvents{})
+		if _, err := f.Lock(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		if left <= 4*time.Second || left > 5*time.Second {
+			t.Errorf("primary lock had %v left; want about the admin timeout, 5s", left)
+		}
+	})
+
 	t.Run("primary failing", func(t *testing.T) {
 		primary, fallback := foFailing(), &foStore{}
 		f := newTestFailover(t, FailoverConfig{FailureThreshold: 1}, primary, fallback, FailoverEvents{})
