@@ -72,7 +72,7 @@ function header(req: RequestLike, name: string): string[] {
 
 /** A decimal port, 0 to 65535, as Guard's forward-auth reads one. */
 function isPort(p: string): boolean {
-  return /^\d{1,5}$/.test(p) && Number(p) <= 65535;
+  return /^\d+$/.test(p) && Number(p) <= 65535;
 }
 
 /** Reads an address as proxies write it (bare, with a port, bracketed); IPv4-mapped IPv6 as IPv4; "" when it is none. */
