@@ -24,6 +24,9 @@ func TestSafeNext(t *testing.T) {
 		{"/ui/events\r\nSet-Cookie: x=y", "/ui/"},
 		{"/ui/login?next=/ui/events", "/ui/"},
 		{"/ui/logout", "/ui/"},
+		{"/ui/./login", "/ui/"},
+		{"/ui/%6cogin?next=/ui/events", "/ui/"},
+		{"/ui//logout", "/ui/"},
 		{"/ui/%zz", "/ui/"},
 	} {
 		if got := safeNext(tc.next); got != tc.want {

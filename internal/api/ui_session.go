@@ -298,10 +298,12 @@ func safeNext(next string) string {
 	if err != nil || u.Scheme != "" || u.Host != "" || u.Opaque != "" {
 		return "/ui/"
 	}
-	if clean := path.Clean(u.Path); clean != "/ui" && !strings.HasPrefix(clean, "/ui/") {
+	clean := path.Clean(u.Path)
+	if clean != "/ui" && !strings.HasPrefix(clean, "/ui/") {
 		return "/ui/"
 	}
-	if strings.HasPrefix(next, "/ui/login") || strings.HasPrefix(next, "/ui/logout") {
+	// Cleaned and decoded too: /ui/./login and /ui/%6cogin are the form.
+	if strings.HasPrefix(clean, "/ui/login") || strings.HasPrefix(clean, "/ui/logout") {
 		return "/ui/"
 	}
 	return next
