@@ -198,8 +198,9 @@ func (a *app) buildStore(ctx context.Context) error {
 	primary := limits.NewRedis(client, limits.RedisStoreConfig{})
 	pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if err := primary.Prepare(pingCtx); err != nil {
-		a.log.Error("Redis does not answer at start; deciding from the local fallback until it does", "err", err)
+	prepErr := primary.Prepare(pingCtx)
+	if prepErr != nil {
+		a.log.Error("Redis does not answer at start; deciding from the local fallback until it does", "err", prepErr)
 	} else {
 		a.log.Info("Redis limiter ready", "redis", a.cfg.Redis.String(), "key_prefix", a.cfg.Guard.KeyPrefix)
 	}
@@ -217,6 +218,9 @@ func (a *app) buildStore(ctx context.Context) error {
 		OnPrimaryError: func(error) { a.metrics.RedisError() },
 	})
 	a.store = a.failover
+	// Unreachable at start: degraded from the first decision (metrics,
+	// alert, /readyz), not after three of them have waited the budget.
+	a.failover.MarkUnavailable(prepErr)
 	return nil
 }
 

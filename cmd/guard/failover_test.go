@@ -115,6 +115,47 @@ func TestServeFailsOpenWhenRedisDies(t *testing.T) {
 	}
 }
 
+// TestServeDegradedFromStartWhenRedisIsDown: a Redis that does not answer
+// at start opens the breaker at once, so the gauges say so before any
+// decision and the first decision comes from the fallback without waiting
+// the budget; once Redis answers, Guard returns to it on its own.
+func TestServeDegradedFromStartWhenRedisIsDown(t *testing.T) {
+	srv := testenv.PrivateRedis(t)
+	srv.Kill()
+	config := strings.Replace(e2eConfig(t.TempDir()), "store: {budget: 2s}", "store: {budget: 50ms}", 1)
+	g := startGuard(t, config, map[string]string{"GUARD_REDIS_URL": srv.URL()})
+	metrics := func() string {
+		resp, err := http.Get(g.base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	if m := metrics(); !strings.Contains(m, "guard_degraded 1") || !strings.Contains(m, "guard_redis_up 0") {
+		t.Errorf("metrics before any decision lack guard_degraded 1 and guard_redis_up 0")
+	}
+	ctx := context.Background()
+	client := sdk.New(g.base, checkKey, sdk.WithTimeout(10*time.Second))
+	res, err := client.Check(ctx, sdk.CheckRequest{Action: "login", IP: strp("198.51.100.90")})
+	if err != nil || !res.Degraded {
+		t.Fatalf("first check with Redis down = %+v, %v; want a degraded answer", res, err)
+	}
+	srv.Restart()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		res, err = client.Check(ctx, sdk.CheckRequest{Action: "login", IP: strp("198.51.100.91")})
+		if err == nil && !res.Degraded || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil || res.Degraded {
+		t.Errorf("check after Redis came up = %+v, %v; want Redis's answer again", res, err)
+	}
+}
+
 // TestServeSpoolsWhilePostgresIsDown starts Guard with a database that does
 // not answer: it still starts and decides, readiness reports Postgres down,
 // and the decisions wait in the spool on disk, which a graceful stop keeps.

@@ -71,6 +71,18 @@ func (f *FailoverStore) countFailure(cause error) {
 	}
 }
 
+// MarkUnavailable opens a closed breaker now, as a run of failed calls
+// would, for a primary known to be unreachable before any call (serve's
+// start-up check): decisions come from the fallback at once, and the
+// hooks (metrics, the redis_down alert) fire without waiting for calls or
+// probes to fail. Probes close it again as usual. A cause that is not
+// unavailability (ErrUnavailable) changes nothing, as in countFailure.
+func (f *FailoverStore) MarkUnavailable(cause error) {
+	if errors.Is(cause, ErrUnavailable) {
+		f.trip(cause)
+	}
+}
+
 // trip opens a closed breaker.
 func (f *FailoverStore) trip(cause error) {
 	f.mu.Lock()

@@ -969,3 +969,26 @@ func TestFailoverConformance(t *testing.T) {
 		})
 	}
 }
+
+// MarkUnavailable opens the breaker for unavailability only: a start-up
+// error that is a bug (not an outage) leaves it closed, as countFailure
+// does.
+func TestFailoverMarkUnavailable(t *testing.T) {
+	var opened atomic.Int64
+	events := FailoverEvents{OnStateChange: func(up bool, _ time.Time, _ error) {
+		if !up {
+			opened.Add(1)
+		}
+	}}
+	f := newTestFailover(t, FailoverConfig{}, foFailing(), NewMemory(MemoryConfig{}), events)
+	f.MarkUnavailable(nil)
+	f.MarkUnavailable(errors.New("ERR unknown command 'FUNCTION'"))
+	if f.Degraded() || opened.Load() != 0 {
+		t.Fatalf("a nil or non-outage cause opened the breaker")
+	}
+	f.MarkUnavailable(errFoDown)
+	f.MarkUnavailable(errFoDown)
+	if !f.Degraded() || opened.Load() != 1 {
+		t.Errorf("degraded %v after MarkUnavailable(outage), %d transitions; want true, 1", f.Degraded(), opened.Load())
+	}
+}
