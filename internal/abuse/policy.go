@@ -80,7 +80,7 @@ type Rule struct {
 	// "action/dimension/failures" for failure rules; a distinct rule's
 	// defaults are "action/dimension/distinct-<field>" and that plus
 	// "/failures".
-	Name string `yaml:"name"`
+	Name string `yaml:"name" min:"1"`
 	// Dimension is one of Dimensions.
 	Dimension string `yaml:"dimension" required:"true"`
 	// Limit is the most attempts counted in any window, 1..MaxRuleLimit.
@@ -112,7 +112,7 @@ type Lockout struct {
 	// 1ms (min): only an absent one takes the default.
 	Decay time.Duration `yaml:"decay" min:"1ms"`
 	// Ledger names the shared lockout state; default: the action's name.
-	Ledger string `yaml:"ledger"`
+	Ledger string `yaml:"ledger" min:"1"`
 	// CountDenials records each rate-limit denial as a failure.
 	CountDenials bool `yaml:"count_denials"`
 }

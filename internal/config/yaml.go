@@ -247,6 +247,14 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value, b bounds) {
 		d.list(n, path, v)
 	case t.Kind() == reflect.String:
 		if s, ok := d.scalar(n, path); ok {
+			// min on a string: a value given explicitly (not null) must be
+			// that long; an empty one is no way of asking for the default.
+			if b.min != "" && !isNull(n) {
+				if m, _ := strconv.Atoi(b.min); len(s) < m {
+					d.errorf(n, "%s must not be empty (leave it out for the default)", path)
+					return
+				}
+			}
 			v.SetString(s)
 		}
 	case t.Kind() == reflect.Bool:
