@@ -429,6 +429,13 @@ func (d *decoder) integer(n *yaml.Node, path string, b bounds, v reflect.Value) 
 		d.errorf(n, "%s must be a whole number, not %s", path, kindName(n))
 		return
 	}
+	digits := strings.TrimLeft(n.Value, "+-")
+	if len(digits) > 1 && digits[0] == '0' && digits[1] >= '0' && digits[1] <= '9' {
+		// YAML 1.1 (and ParseInt's base 0) read 010 as octal 8, YAML 1.2
+		// as 10: either way not what most writers of it meant.
+		d.errorf(n, "%s: %s has a leading zero; write it without (0o… for octal)", path, n.Value)
+		return
+	}
 	x, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
 	lo, hi := int64(-1<<63), int64(1<<63-1)
 	if b.min != "" {
