@@ -280,6 +280,7 @@ func TestParseConfigRejects(t *testing.T) {
 		{"two rules one dimension unnamed", login + "      - {dimension: ip, limit: 5, window: 1m}\n      - {dimension: ip, limit: 50, window: 1h}\n", 4, "each needs its own name"},
 		{"two rules one dimension same name", login + "      - {dimension: ip, limit: 5, window: 1m, name: a}\n      - {dimension: ip, limit: 50, window: 1h, name: a}\n", 5, `rule name "a" is already used on line 4`},
 		{"limit with a leading zero", login + "      - {dimension: ip, limit: 010, window: 1m}\n", 4, "actions.login.limits[0].limit: 010 has a leading zero"},
+		{"limit with a leading zero and a digit group", login + "      - {dimension: ip, limit: 0_10, window: 1m}\n", 4, "actions.login.limits[0].limit: 0_10 has a leading zero"},
 		{"empty rule name", login + "      - {dimension: ip, limit: 5, window: 1m, name: \"\"}\n", 4, "actions.login.limits[0].name must not be empty"},
 		{"empty ledger", "actions:\n  login:\n    failures: [{dimension: user, limit: 5, window: 1m}]\n    lockout: {ladder: [1m], ledger: ''}\n", 4, "actions.login.lockout.ledger must not be empty"},
 		{"rule name with quote", login + "      - {dimension: ip, limit: 5, window: 1m, name: 'a\"b'}\n", 4, "printable ASCII"},

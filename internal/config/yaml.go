@@ -429,7 +429,7 @@ func (d *decoder) integer(n *yaml.Node, path string, b bounds, v reflect.Value) 
 		d.errorf(n, "%s must be a whole number, not %s", path, kindName(n))
 		return
 	}
-	digits := strings.TrimLeft(n.Value, "+-")
+	digits := strings.TrimLeft(strings.ReplaceAll(n.Value, "_", ""), "+-")
 	if len(digits) > 1 && digits[0] == '0' && digits[1] >= '0' && digits[1] <= '9' {
 		// YAML 1.1 (and ParseInt's base 0) read 010 as octal 8, YAML 1.2
 		// as 10: either way not what most writers of it meant.
