@@ -89,7 +89,7 @@ func (s *RedisStore) Check(ctx context.Context, req *CheckRequest) (CheckResult,
 	if err := validateCheck(req); err != nil {
 		return CheckResult{}, fmt.Errorf("check: %w", err)
 	}
-	allow := followUpAllowance(ctx)
+	allow := s.followUps(ctx)
 	groups := s.checkGroups(req)
 	calls := make([]*pending, len(groups))
 	for i, g := range groups {
@@ -194,6 +194,15 @@ func followUpAllowance(ctx context.Context) time.Duration {
 	return followUpTimeout
 }
 
+// followUps is followUpAllowance on Cluster; on one node a decision has
+// no follow-ups (every key is in its one slot), so nothing is read.
+func (s *RedisStore) followUps(ctx context.Context) time.Duration {
+	if !s.cluster {
+		return 0
+	}
+	return followUpAllowance(ctx)
+}
+
 // followUp is the context of one follow-up write: without ctx's cancel
 // (the answer is given and stands), bounded by allow.
 func followUp(ctx context.Context, allow time.Duration) (context.Context, context.CancelFunc) {
@@ -235,7 +244,7 @@ func (s *RedisStore) Report(ctx context.Context, req *ReportRequest) (ReportResu
 	if err := validateReport(req); err != nil {
 		return ReportResult{}, fmt.Errorf("report: %w", err)
 	}
-	allow := followUpAllowance(ctx)
+	allow := s.followUps(ctx)
 	groups := s.reportGroups(req)
 	calls := make([]*pending, len(groups))
 	for i, g := range groups {
