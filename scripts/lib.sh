@@ -310,7 +310,7 @@ report_call() {
 		"${u}t:y__rand_int__"
 		"${u}f:login/user+ip/failures:x__rand_int__" "${u}k:auth:user+ip:x__rand_int__" "${u}x" "${ip}x"
 		"${u}f:login/user/failures" "${u}k:auth:user" "${u}x")
-	REPORT_ARGS=('report 7 1 1 0 0 2 5265c00 3 ea60 493e0 dbba0 a dbba0 900000 2 32 5265c00 86400000 1 1 22 0'
+	REPORT_ARGS=('report 7 1 1 0 0 2 5265c00 3 ea60 493e0 dbba0 a dbba0 900000 2 0 32 5265c00 86400000 1 0 1 22 0'
 		'auth|user+ip|u|ip|' '' 'auth|user|u||' '')
 }
 

@@ -223,10 +223,11 @@ func TestChallengeRuleKinds(t *testing.T) {
 	}
 }
 
-// A distinct failure set takes no provisional failure: successes of
-// distinct users behind one address never lock it, and failures reported
-// after their checks strike once per crossing.
-func TestReserveLeavesDistinctSetsToReports(t *testing.T) {
+// A distinct failure rule holds each reserved check's user until its
+// report: successes of distinct users behind one address never lock it;
+// two attackers' guesses checked before either is reported strike at the
+// second check (allowed), and the settling failures strike nothing more.
+func TestReserveDistinctStrikesOncePerCrossing(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
 		pol := Policy{Actions: map[string]Action{"login": {
 			Limits:          []Rule{{Dimension: DimIP, Limit: 100, Window: time.Hour}},
@@ -234,7 +235,7 @@ func TestReserveLeavesDistinctSetsToReports(t *testing.T) {
 			Lockout:         Lockout{Ladder: []time.Duration{time.Minute, time.Hour}},
 			ReserveFailures: true,
 		}}}
-		g, _ := newGuard(t, b, pol)
+		g, rec := newGuard(t, b, pol)
 		const ip = "198.51.100.20"
 		for i := range 4 { // honest users behind one NAT, each signing in
 			user := fmt.Sprintf("u%d", i)
@@ -246,9 +247,12 @@ func TestReserveLeavesDistinctSetsToReports(t *testing.T) {
 		}
 		// Two attackers' guesses, both checked before either is reported.
 		var ids []string
-		for _, user := range []string{"x0", "x1"} {
+		for i, user := range []string{"x0", "x1"} {
 			d := mustCheck(t, g, CheckInput{Action: "login", Subject: subj(user, ip, "")})
 			wantDecision(t, d, true, ReasonOK)
+			if got := rec.last(t); (got.LockoutUntil != nil) != (i == 1) {
+				t.Errorf("check %d of the attackers: lockout_until %v; want the strike at the second only", i+1, got.LockoutUntil)
+			}
 			ids = append(ids, d.ID)
 		}
 		var levels []int
@@ -259,9 +263,10 @@ func TestReserveLeavesDistinctSetsToReports(t *testing.T) {
 				levels = append(levels, out.Lockout.Level)
 			}
 		}
-		if g, w := fmt.Sprint(levels), "[1]"; g != w {
-			t.Errorf("lockout levels seen by the reports = %s, want %s (one strike)", g, w)
+		if g, w := fmt.Sprint(levels), "[1 1]"; g != w {
+			t.Errorf("lockout levels seen by the settling reports = %s, want %s (the check's one strike)", g, w)
 		}
+		wantDecision(t, mustCheck(t, g, CheckInput{Action: "login", Subject: subj("x2", ip, "")}), false, ReasonLockedOut)
 	})
 }
 
@@ -282,5 +287,78 @@ func TestChallengeWithCostShowsRemainingZero(t *testing.T) {
 		if d.Limits[0].Rule != "signup/device" || d.Limits[0].Remaining != 0 || d.Limits[1].Remaining != 46 {
 			t.Errorf("limits = %+v; want signup/device remaining 0, signup/ip 46", d.Limits)
 		}
+	})
+}
+
+// sprayOTPPolicy reserves failures in a distinct failure rule: 3 users
+// failing from one address strike the address.
+func sprayOTPPolicy() Policy {
+	return Policy{Actions: map[string]Action{
+		"otp_verify": {
+			Limits:          []Rule{{Dimension: DimIP, Limit: 100, Window: time.Minute}},
+			Failures:        []Rule{{Dimension: DimIP, Distinct: DimUser, Limit: 3, Window: time.Hour}},
+			Lockout:         Lockout{Ladder: []time.Duration{time.Minute, 5 * time.Minute}},
+			ReserveFailures: true,
+		},
+	}}
+}
+
+// TestReserveFailuresDistinct: every allowed check holds its user in the
+// distinct failure rule (API.md: "to every failure rule that applies"), so
+// parallel checks of many users from one address strike at the limit; a
+// success takes back its own check's hold only.
+func TestReserveFailuresDistinct(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		g, _ := newGuard(t, b, sprayOTPPolicy())
+		const n = 10
+		var wg sync.WaitGroup
+		results := make(chan Decision, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				d, err := g.Check(context.Background(), CheckInput{Action: "otp_verify", Subject: subj(fmt.Sprintf("user%d", i), "203.0.113.20", "")})
+				if err != nil {
+					t.Errorf("check %d: %v", i, err)
+				}
+				results <- d
+			}()
+		}
+		wg.Wait()
+		close(results)
+		allowed, locked := 0, 0
+		for d := range results {
+			switch d.Reason {
+			case ReasonOK:
+				allowed++
+			case ReasonLockedOut:
+				locked++
+			}
+		}
+		if allowed != 3 || locked != n-3 {
+			t.Errorf("%d parallel checks of distinct users from one address, limit 3: %d allowed, %d locked out; want 3, %d", n, allowed, locked, n-3)
+		}
+
+		// One user checked twice holds one value twice: the first success
+		// leaves it counted, the second takes it back.
+		ip := "203.0.113.21"
+		check := func(user string) Decision {
+			d := mustCheck(t, g, CheckInput{Action: "otp_verify", Subject: subj(user, ip, "")})
+			wantDecision(t, d, true, ReasonOK)
+			return d
+		}
+		report := func(user, outcome, id string) ReportOutcome {
+			return mustReport(t, g, ReportInput{Action: "otp_verify", Subject: subj(user, ip, ""), Outcome: outcome, DecisionID: id})
+		}
+		a1, a2 := check("alice"), check("alice")
+		report("alice", OutcomeSuccess, a1.ID)
+		b1 := check("bob") // alice (a2), bob: 2 of 3
+		report("bob", OutcomeSuccess, b1.ID)
+		report("alice", OutcomeSuccess, a2.ID) // nothing held now
+		c1 := check("carol")
+		report("carol", OutcomeFailure, c1.ID) // carol: 1 of 3
+		check("dave")                          // never reported: 2 of 3
+		check("erin")                          // strikes: allowed
+		wantDecision(t, mustCheck(t, g, CheckInput{Action: "otp_verify", Subject: subj("frank", ip, "")}), false, ReasonLockedOut)
 	})
 }

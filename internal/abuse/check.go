@@ -99,9 +99,10 @@ func (g *Guard) Check(ctx context.Context, in CheckInput) (Decision, error) {
 				req.DenialFailures = &esc
 			}
 			if a.reserve && !in.DryRun {
-				if rsv := reservable(esc); len(rsv.Failures) > 0 {
-					req.Reserve = &limits.Reservation{Escalation: rsv, Records: g.recordKeys(a, &id, d.ID), TTL: a.failTTL}
-				}
+				// Every failure rule takes the provisional failure: a
+				// distinct one into its pending set (compile gives each
+				// of a reserve_failures action one).
+				req.Reserve = &limits.Reservation{Escalation: esc, Records: g.recordKeys(a, &id, d.ID), TTL: a.failTTL}
 			}
 		}
 	}
@@ -315,21 +316,4 @@ func newID(t time.Time) string {
 		return ulid.Make().String()
 	}
 	return id.String()
-}
-
-// reservable is esc without its distinct-count rules: a reservation holds
-// provisional failures in failure logs only. A distinct set holds values,
-// not entries: a value reserved by one check cannot be told from the same
-// user's reported failure, so a success could not take it back without
-// erasing real evidence, and a settling failure would add it again after
-// a strike had emptied the set. Distinct rules count reported failures.
-func reservable(esc limits.Escalation) limits.Escalation {
-	out := esc
-	out.Failures = nil
-	for _, f := range esc.Failures {
-		if f.Distinct == "" {
-			out.Failures = append(out.Failures, f)
-		}
-	}
-	return out
 }

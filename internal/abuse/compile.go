@@ -43,6 +43,9 @@ type compiledRule struct {
 	alg         limits.Algorithm
 	distinct    dimIndex
 	hasDistinct bool
+	// pendKind, for a distinct failure rule a reservation reaches, is the
+	// kind of its pending set ("q:<name>", limits.FailureRule.Pending).
+	pendKind string
 }
 
 // compileRule completes a validated rule for the store.
@@ -95,6 +98,10 @@ func (g *Guard) compile() {
 	// A log key is its rule's name: rules of several actions that share a
 	// name share a log, which must then live for the longest window.
 	keep := map[string]time.Duration{}
+	// A distinct failure rule that a reservation reaches keeps its
+	// provisional values in a pending set; every action whose rule shares
+	// that set's name must count them too.
+	pending := map[string]bool{}
 	for _, name := range names {
 		a := g.policy.Actions[name]
 		for _, r := range a.Limits {
@@ -102,6 +109,9 @@ func (g *Guard) compile() {
 		}
 		for _, r := range a.Failures {
 			keep[ruleKind(&r, true)] = max(keep[ruleKind(&r, true)], r.Window)
+			if a.ReserveFailures && r.Distinct != "" {
+				pending[ruleKind(&r, true)] = true
+			}
 		}
 	}
 	for _, name := range names {
@@ -145,6 +155,9 @@ func (g *Guard) compile() {
 		}
 		for _, r := range a.Failures {
 			cr := compileRule(r, true, keep)
+			if pending[cr.kind] {
+				cr.pendKind = pendingKind(r.Name)
+			}
 			ca.failures = append(ca.failures, cr)
 			led.failures = append(led.failures, cr)
 			ca.failTTL = max(ca.failTTL, r.Window)
@@ -246,7 +259,11 @@ func (g *Guard) escalation(a *compiledAction, id *identity) limits.Escalation {
 			Info:    g.keys.lockInfo(a.ledger.name, r.dim, id),
 			Name:    r.Name,
 		})
-		esc.Failures[len(esc.Failures)-1].Distinct = g.distinctValue(r, id)
+		f := &esc.Failures[len(esc.Failures)-1]
+		f.Distinct = g.distinctValue(r, id)
+		if r.pendKind != "" {
+			f.Pending = g.keys.key(r.pendKind, id, r.dim)
+		}
 	}
 	return esc
 }

@@ -202,6 +202,7 @@ func (k *keyer) key(kind string, id *identity, d dimIndex) string {
 // "k:<ledger>:<dimension>".
 func logKind(rule string) string                { return "l:" + rule }
 func failKind(rule string) string               { return "f:" + rule }
+func pendingKind(rule string) string            { return "q:" + rule }
 func lockKind(ledger string, d dimIndex) string { return "k:" + ledger + ":" + d.String() }
 
 // manualKind is lockKind with "!m": a manual lockout's record, beside (and

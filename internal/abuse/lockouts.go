@@ -273,6 +273,9 @@ func (g *Guard) Unlock(ctx context.Context, in UnlockInput) error {
 		for _, r := range led.failures {
 			if r.dim == d {
 				req.Failures = append(req.Failures, g.keys.key(r.kind, &id, r.dim))
+				if r.pendKind != "" {
+					req.Failures = append(req.Failures, g.keys.key(r.pendKind, &id, r.dim))
+				}
 			}
 		}
 	}

@@ -139,6 +139,9 @@ func (g *Guard) clearKeys(led *compiledLedger, id *identity) []string {
 	for _, r := range led.failures {
 		if (r.dim == dimUserIP || r.dim == dimUserDevice) && id.has(r.dim) {
 			keys = append(keys, g.keys.key(r.kind, id, r.dim))
+			if r.pendKind != "" {
+				keys = append(keys, g.keys.key(r.pendKind, id, r.dim))
+			}
 		}
 	}
 	return keys

@@ -10,7 +10,7 @@ import (
 // reservations (reserve_failures); runConformance runs them with the
 // others.
 func confChallengeCases() []confCase {
-	return []confCase{
+	return append([]confCase{
 		{"Challenge", false, confChallenge},
 		{"ChallengeWithDenyRule", false, confChallengeWithDeny},
 		{"ChallengePassedCapsLog", false, confChallengePassedCaps},
@@ -22,7 +22,7 @@ func confChallengeCases() []confCase {
 		{"ReserveSettlesOnce", false, confReserveSettleOnce},
 		{"ReserveSuccessRemoves", false, confReserveSuccessRemoves},
 		{"ReserveUnknownRecordIsV1", false, confReserveUnknown},
-	}
+	}, confReserveDistinctCases()...)
 }
 
 // confChallenge: a full challenge rule challenges (nothing logged, no

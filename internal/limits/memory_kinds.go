@@ -17,10 +17,13 @@ type memOther struct {
 	expires int64
 }
 
-// memMember is one distinct value and when it was last seen (unix ms).
+// memMember is one distinct value and when it was last seen (unix ms);
+// in a pending set (FailureRule.Pending) also how many reservations hold
+// it.
 type memMember struct {
 	ts int64
 	v  string
+	n  int
 }
 
 // other returns key's live state, or nil (an expired one is dropped).
@@ -148,17 +151,105 @@ func (s *MemoryStore) see(key, value string, keep, w, now int64) {
 }
 
 // failDistinct records one failure in distinct failure set f and reports
-// whether it struck (the set reached f.Limit values and is emptied).
+// whether it struck (the set reached f.Limit values and is emptied, with
+// its pending set).
 func (s *MemoryStore) failDistinct(f *FailureRule, now int64) bool {
+	if s.distinctFull(f, now) {
+		return true
+	}
+	s.see(f.Key, f.Distinct, memMs(f.Keep), memMs(f.Window), now)
+	return false
+}
+
+// reserveDistinct adds one holder of f's value to f's pending set (a
+// reservation) and reports whether that struck, as failDistinct.
+func (s *MemoryStore) reserveDistinct(f *FailureRule, now int64) bool {
+	if s.distinctFull(f, now) {
+		return true
+	}
+	keep, w := max(memMs(f.Keep), memMs(f.Window)), memMs(f.Window)
+	o := s.otherFor(f.Pending, now)
+	at, held := now, 0
+	if n := len(o.set); n > 0 {
+		at = max(now, o.set[n-1].ts)
+	}
+	kept := o.set[:0]
+	for _, m := range o.set {
+		switch {
+		case m.v == f.Distinct:
+			if m.ts > now-w {
+				held = m.n
+			}
+		case m.ts > now-keep:
+			kept = append(kept, m)
+		}
+	}
+	o.set = append(kept, memMember{ts: at, v: f.Distinct, n: held + 1})
+	o.expires = at + keep
+	return false
+}
+
+// distinctFull reports whether one more failure of f's value fills f (its
+// set and pending set count their distinct values together), and if so
+// empties both: the strike.
+func (s *MemoryStore) distinctFull(f *FailureRule, now int64) bool {
 	w := memMs(f.Window)
 	n, present, _, _ := s.distinctState(f.Key, f.Distinct, w, now)
+	if f.Pending != "" {
+		if p := s.other(f.Pending, now); p != nil {
+			set := s.other(f.Key, now)
+			for _, m := range p.set {
+				if m.ts <= now-w || set.has(m.v, now-w) {
+					continue
+				}
+				n++
+				present = present || m.v == f.Distinct
+			}
+		}
+	}
 	if !present {
 		n++
 	}
-	if n >= f.Limit {
-		delete(s.shard(f.Key).others, f.Key)
-		return true
+	if n < f.Limit {
+		return false
 	}
-	s.see(f.Key, f.Distinct, memMs(f.Keep), w, now)
+	delete(s.shard(f.Key).others, f.Key)
+	if f.Pending != "" {
+		delete(s.shard(f.Pending).others, f.Pending)
+	}
+	return true
+}
+
+// has reports whether set o (nil: none) holds value v later than edge.
+func (o *memOther) has(v string, edge int64) bool {
+	if o == nil {
+		return false
+	}
+	for _, m := range o.set {
+		if m.v == v && m.ts > edge {
+			return true
+		}
+	}
 	return false
+}
+
+// unhold takes one holder of value v from pending set key, if it is still
+// there (a strike may have emptied it); its stamp stays.
+func (s *MemoryStore) unhold(key, v string, now int64) {
+	o := s.other(key, now)
+	if o == nil {
+		return
+	}
+	for i := range o.set {
+		if o.set[i].v != v {
+			continue
+		}
+		if o.set[i].n--; o.set[i].n <= 0 {
+			o.set = append(o.set[:i], o.set[i+1:]...)
+		}
+		break
+	}
+	if len(o.set) == 0 {
+		delete(s.shard(key).others, key)
+	}
 }

@@ -62,7 +62,7 @@ func (s *MemoryStore) Report(ctx context.Context, req *ReportRequest) (ReportRes
 	case rec != nil && rec.settled:
 		// Settled before: this report changes nothing.
 	case req.Failure:
-		res.Struck = s.recordFailure(&req.Escalation, now, rec.heldLogs())
+		res.Struck = s.recordFailure(&req.Escalation, now, rec)
 	default:
 		for _, k := range req.Clear {
 			delete(s.shard(k).logs, k)
@@ -73,7 +73,7 @@ func (s *MemoryStore) Report(ctx context.Context, req *ReportRequest) (ReportRes
 		}
 	}
 	if rec != nil {
-		rec.settled, rec.held = true, nil
+		rec.settled, rec.held, rec.pend = true, nil, nil
 	}
 	res.Locked = s.activeLock(req.Locks, req.TrustKey, now)
 	return res, nil
@@ -165,23 +165,21 @@ func (s *MemoryStore) Lockouts(ctx context.Context, q *LockQuery) (LockPage, err
 	return page, nil
 }
 
-// recordFailure logs one failure in each of esc's failure logs but those
-// held (a reservation's, which already hold it) and strikes the lock of
-// every log that fills, returning the strikes. The caller holds the shards
-// of every failure and lock key.
-func (s *MemoryStore) recordFailure(esc *Escalation, now int64, held map[string]int64) []LockState {
+// recordFailure logs one failure in each of esc's failure logs and sets
+// but those rec holds (a reservation's, which hold it already; rec may be
+// nil) and strikes the lock of every one that fills, returning the
+// strikes. The caller holds the shards of every failure and lock key.
+func (s *MemoryStore) recordFailure(esc *Escalation, now int64, rec *memRecord) []LockState {
 	var struck []LockState
 	for i := range esc.Failures {
 		f := &esc.Failures[i]
+		if rec.holds(f) {
+			continue
+		}
 		if f.Distinct != "" {
-			// Distinct sets take no provisional failures (see Reservation):
-			// every reported failure counts in them.
 			if s.failDistinct(f, now) {
 				struck = append(struck, s.strike(esc, f, now))
 			}
-			continue
-		}
-		if _, ok := held[f.Key]; ok {
 			continue
 		}
 		if _, st := s.failOne(esc, f, now); st != nil {
@@ -320,6 +318,9 @@ func (s *MemoryStore) addEscalationShards(set []int, esc *Escalation) []int {
 	for i := range esc.Failures {
 		set = s.withShard(set, esc.Failures[i].Key)
 		set = s.withShard(set, esc.Failures[i].LockKey)
+		if k := esc.Failures[i].Pending; k != "" {
+			set = s.withShard(set, k)
+		}
 	}
 	return set
 }

@@ -4,17 +4,26 @@ package limits
 type memRecord struct {
 	// held maps each failure log that got a provisional entry to its
 	// stamp (0: it struck, nothing to take back); nil once settled.
-	held    map[string]int64
+	held map[string]int64
+	// pend maps each distinct rule's pending set that got a holder to the
+	// value held ("": it struck); nil once settled.
+	pend    map[string]string
 	settled bool
 	expires int64 // unix ms
 }
 
-// heldLogs is the record's provisional entries, nil for no record.
-func (r *memRecord) heldLogs() map[string]int64 {
+// holds reports whether the record (nil: none) holds a provisional
+// failure of f, which a settling failure then does not record again.
+func (r *memRecord) holds(f *FailureRule) bool {
 	if r == nil {
-		return nil
+		return false
 	}
-	return r.held
+	if f.Distinct != "" {
+		_, ok := r.pend[f.Pending]
+		return ok && f.Pending != ""
+	}
+	_, ok := r.held[f.Key]
+	return ok
 }
 
 // addReserveShards adds the shards of a reservation's logs, locks and
@@ -39,12 +48,19 @@ func (s *MemoryStore) reserve(rsv *Reservation, now int64, struck []LockState) [
 	for i := range esc.Failures {
 		f := &esc.Failures[i]
 		if f.Distinct != "" {
-			// Guard gives a reservation no distinct rules (abuse's
-			// reservable, docs/api.md point 27); one given anyway counts
-			// as a reported failure: the set takes the value and keeps
-			// it, and a later failure refreshes it (as redis.lua's fail).
-			if s.failDistinct(f, now) {
+			// A distinct rule holds the value in its pending set; one
+			// without a pending set takes it as a reported failure (as
+			// redis.lua's fail).
+			switch {
+			case f.Pending == "":
+				if s.failDistinct(f, now) {
+					struck = append(struck, s.strike(esc, f, now))
+				}
+			case s.reserveDistinct(f, now):
 				struck = append(struck, s.strike(esc, f, now))
+				rec.pendFor(f.Pending, "")
+			default:
+				rec.pendFor(f.Pending, f.Distinct)
 			}
 			continue
 		}
@@ -56,6 +72,13 @@ func (s *MemoryStore) reserve(rsv *Reservation, now int64, struck []LockState) [
 	}
 	s.shard(rsv.Records[0]).records[rsv.Records[0]] = rec
 	return struck
+}
+
+func (r *memRecord) pendFor(key, v string) {
+	if r.pend == nil {
+		r.pend = map[string]string{}
+	}
+	r.pend[key] = v
 }
 
 // settle finds the reservation record a report names (nil: none, the
@@ -78,6 +101,12 @@ func (s *MemoryStore) settle(req *ReportRequest, now int64) *memRecord {
 	}
 	for i := range req.Escalation.Failures {
 		f := &req.Escalation.Failures[i]
+		if f.Distinct != "" {
+			if v := rec.pend[f.Pending]; v != "" && f.Pending != "" {
+				s.unhold(f.Pending, v, now)
+			}
+			continue
+		}
 		ts, ok := rec.held[f.Key]
 		if !ok || ts == 0 {
 			continue

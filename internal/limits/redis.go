@@ -228,7 +228,13 @@ func (s *RedisStore) rollback(ctx context.Context, req *CheckRequest, groups []*
 		if len(g.rsv) > 0 {
 			p := &pending{keys: []string{g.record}, args: opArgs("release", int64(len(g.rsv)))}
 			for _, f := range g.rsv {
-				p.keys = append(p.keys, f.Key)
+				// What the record holds: a log's entry, or a distinct
+				// rule's holder in its pending set.
+				if f.Pending != "" {
+					p.keys = append(p.keys, f.Pending)
+				} else {
+					p.keys = append(p.keys, f.Key)
+				}
 			}
 			calls = append(calls, p)
 		}

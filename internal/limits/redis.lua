@@ -38,7 +38,8 @@
 --   undo:     kind cost at limit window [member] (one other rule's share;
 --             cost in decimal: a bucket's may be a fraction)
 --   escalation: nF decay nS, nS ladder steps, then per failure rule:
---             limit window keep (decimal) nX [info member ('' for a log)]
+--             limit window keep (decimal) nX nP (0/1: a distinct rule's
+--             pending set follows) [info member ('' for a log)]
 -- KEYS, in the order the sections name them:
 --   check:    nR rule logs, nL lock records, nT (0/1) trust record, nO
 --             other rules' keys (these four: the one MGET), escalation
@@ -49,8 +50,8 @@
 --   unlock:   nL lock records, nC clear keys
 --   rollback: nK logs
 --   undo:     the rule's key
---   escalation keys, per failure rule: its log, its lock record, then nX
---             lockout index keys
+--   escalation keys, per failure rule: when nP its pending set, its log,
+--             its lock record, then nX lockout index keys
 --
 -- Data:
 --   log          STRING of 6-byte big-endian ms stamps, ascending; trimmed to
@@ -68,9 +69,14 @@
 --                PX keep (full by then; a missing bucket is full)
 --   distinct set STRING of 14-byte records: 6-byte ms last seen, 8-byte
 --                value; ascending by stamp; trimmed and PX as a log
+--   pending set  STRING of 16-byte records: 6-byte ms, 8-byte value,
+--                2-byte count of the reservations holding it; a distinct
+--                failure rule's provisional values, counted with its set;
+--                ascending by stamp; trimmed and PX as a log
 --   record       STRING, a reservation (reserve_failures): "p" then per
---                failure log "\n<key>\n<stamp>" (0: struck), or "s" once
---                settled; PX the longest failure window
+--                failure log "\n<key>\n<stamp>" (0: struck) and per
+--                pending set "\n<key>\nv<value in hex>" (0: struck), or
+--                "s" once settled; PX the longest failure window
 --
 -- Replies:
 --   check:   now allowed (+2 when the trust record names a trusted
@@ -332,6 +338,7 @@ local function slow()
         local f = fails[i]
         f.info, f.member = dyn(), dyn() or ''
         f.key, f.lock = KEYS[f.x - 1], KEYS[f.x]
+        if f.np then f.pend = KEYS[f.x - 2] end
       end
       esc = e
       return
@@ -343,11 +350,12 @@ local function slow()
     local fails = {}
     for i = 1, nF do
       -- keep in decimal: append() and setSee() pass it on as PX.
-      local limit, window, keep, nX = num(), num(), arg(), num()
+      local limit, window, keep, nX, np = num(), num(), arg(), num(), num() == 1
       local info, member = dyn(), dyn() or ''
+      local pend = np and key() or nil
       local k, lock = key(), key()
       fails[i] = {limit = limit, window = window, keep = keep, info = info, member = member,
-        key = k, lock = lock, x = ki, nX = nX}
+        key = k, lock = lock, x = ki, nX = nX, np = np, pend = pend}
       ki = ki + nX
     end
     esc = {fails = fails, decay = decay, ladder = ladder, ai = ai, ki = ki}
@@ -382,15 +390,23 @@ local function slow()
     struck[#struck + 1] = untilMs
   end
 
-  -- fail records one failure in every failure rule but the logs in skip (a
-  -- reservation's, which hold it already); a log that fills strikes. rec,
-  -- when given, collects key, stamp per log (stamp 0: it struck). A distinct
-  -- set takes the value again (refreshing it counts nothing twice) and is
-  -- never part of rec: a reservation leaves it as recorded.
+  -- fail records one failure in every failure rule but those in skip (a
+  -- reservation's, which hold it already: its logs and pending sets); a
+  -- log or set that fills strikes. rec, when given (a reservation),
+  -- collects key, stamp per log (stamp 0: it struck) and key, 'v' and the
+  -- value in hex per pending set, where a distinct rule then holds its
+  -- value; a distinct rule without a pending set takes the value as a
+  -- reported failure (refreshing it counts nothing twice).
   local function fail(rec, skip)
     for i, f in ipairs(esc.fails) do
       if f.member ~= '' then
-        kinds().failDistinct(i, f)
+        if not (skip and f.pend and skip[f.pend]) then
+          local held = kinds().failDistinct(i, f, rec ~= nil)
+          if rec and f.pend then
+            rec[#rec + 1] = f.pend
+            rec[#rec + 1] = held
+          end
+        end
       elseif not (skip and skip[f.key]) then
         local s = readLog(f.key)
         local n = #s / W
@@ -429,20 +445,33 @@ local function slow()
   end
 
   -- readRecord returns a reservation record as nil (none), 's' (settled)
-  -- or a table log key -> stamp (pending).
+  -- or a table key -> what it holds there, as recorded (pending): a log's
+  -- stamp, a pending set's 'v' and value in hex, '0' when it struck.
   local function readRecord(k)
     local v = redis.call('GET', k)
     if not v then return nil end
     if v == 's' then return 's' end
     local held, key = {}, nil
     for part in string.gmatch(v, '\n([^\n]*)') do
-      if key then held[key] = tonumber(part); key = nil else key = part end
+      if key then held[key] = part; key = nil else key = part end
     end
     return held
   end
 
+  -- unhold takes back what a reservation record holds in key k (h, as
+  -- readRecord returns it): a log's entry or a pending set's holder.
+  local function unhold(k, h)
+    if not h then return end
+    if sbyte(h, 1) == 118 then -- 'v'
+      kinds().unpend(k, (string.gsub(ssub(h, 2), '%x%x', function(x) return string.char(tonumber(x, 16)) end)))
+    else
+      local at = tonumber(h)
+      if at and at > 0 then unlog(k, at) end
+    end
+  end
+
   S.prefetch = prefetch
-  S.readEscalation, S.strike, S.fail, S.unlog, S.readRecord = readEscalation, strike, fail, unlog, readRecord
+  S.readEscalation, S.strike, S.fail, S.readRecord, S.unhold = readEscalation, strike, fail, readRecord, unhold
   return S
 end
 
@@ -501,21 +530,103 @@ function kinds()
     return at
   end
 
+  -- Pending sets (FailureRule.Pending): STRINGs of PW-byte records, a
+  -- 6-byte stamp, an 8-byte value and a 2-byte count of the reservations
+  -- holding it, ascending by stamp.
+  local PW = 16
+  local function readPend(k)
+    local p = read(k) or ''
+    if #p % PW ~= 0 then error('guard: ' .. k .. ' is no pending set of 16-byte records') end
+    return p
+  end
+  -- pfind returns the index of the record of p (n records) holding value
+  -- m, or 0.
+  local function pfind(p, n, m)
+    for j = 1, n do
+      if ssub(p, (j - 1) * PW + 7, (j - 1) * PW + 14) == m then return j end
+    end
+    return 0
+  end
+  local function pwrite(k, p)
+    raw[k] = p
+    if p == '' then redis.call('DEL', k) else redis.call('SET', k, p, 'KEEPTTL') end
+  end
+
   -- K.failDistinct records one failure in distinct failure set f: its value
-  -- is added or refreshed, and the set reaching the limit strikes.
-  function K.failDistinct(i, f)
+  -- is added or refreshed (reserve: one more holder of it in f's pending
+  -- set), and the set reaching the limit, its pending values counted with
+  -- it, strikes and empties both. It returns what a reservation record
+  -- keeps of a reserve: 'v' and the value in hex, or 0 when it struck.
+  function K.failDistinct(i, f, reserve)
     local s = readSet(f.key)
     local n = #s / DW
     local from = dfirst(s, n, now - f.window)
     local c = n - from + 1
-    if dfind(s, from, f.member) == 0 then c = c + 1 end
+    local present = dfind(s, from, f.member) > 0
+    local p, pn, pfrom = '', 0, 1
+    if f.pend then
+      p = readPend(f.pend)
+      pn = #p / PW
+      pfrom = first(p, pn, now - f.window, PW)
+      for j = pfrom, pn do
+        local m = ssub(p, (j - 1) * PW + 7, (j - 1) * PW + 14)
+        if dfind(s, from, m) == 0 then
+          c = c + 1
+          present = present or m == f.member
+        end
+      end
+    end
+    if not present then c = c + 1 end
     if c >= f.limit then
       raw[f.key] = false
       redis.call('DEL', f.key)
+      if f.pend then
+        raw[f.pend] = false
+        redis.call('DEL', f.pend)
+      end
       slow().strike(i, f)
-    else
-      setSee(f.key, s, f.member, f.keep)
+      return 0
     end
+    if not (reserve and f.pend) then
+      setSee(f.key, s, f.member, f.keep)
+      return 0
+    end
+    -- One more holder of the value, its record moved to the end with the
+    -- newest stamp (as setSee), the set trimmed to (now-keep, now].
+    local keep = tonumber(f.keep)
+    local at, held = now, 0
+    if pn > 0 then at = max(now, sunpack('>I6', p, (pn - 1) * PW + 1)) end
+    local kfrom = first(p, pn, now - keep, PW)
+    local out = {}
+    for j = kfrom, pn do
+      local r = ssub(p, (j - 1) * PW + 1, j * PW)
+      if ssub(r, 7, 14) == f.member then
+        if j >= pfrom then held = sunpack('>I2', r, 15) end
+      else
+        out[#out + 1] = r
+      end
+    end
+    out[#out + 1] = spack('>I6', at) .. f.member .. spack('>I2', min(held + 1, 65535))
+    p = table.concat(out)
+    raw[f.pend] = p
+    redis.call('SET', f.pend, p, 'PX', f.keep)
+    return 'v' .. (string.gsub(f.member, '.', function(ch) return string.format('%02x', sbyte(ch)) end))
+  end
+
+  -- K.unpend takes one holder of value m from pending set k, if it is
+  -- still there (a strike may have emptied it); its stamp stays.
+  function K.unpend(k, m)
+    local p = readPend(k)
+    local n = #p / PW
+    local j = pfind(p, n, m)
+    if j == 0 then return end
+    local held = sunpack('>I2', p, (j - 1) * PW + 15)
+    if held > 1 then
+      p = ssub(p, 1, (j - 1) * PW + 14) .. spack('>I2', held - 1) .. ssub(p, j * PW + 1)
+    else
+      p = ssub(p, 1, (j - 1) * PW) .. ssub(p, j * PW + 1)
+    end
+    pwrite(k, p)
   end
 
   -- K.read reads n other rules, their keys KEYS[base+1..base+n]; other
@@ -699,6 +810,7 @@ local function run(keys, args)
       for _, f in ipairs(escRes.fails) do
         pre[#pre + 1] = f.key
         pre[#pre + 1] = f.lock
+        if f.pend then pre[#pre + 1] = f.pend end
       end
       slow().prefetch(pre)
     end
@@ -810,6 +922,7 @@ local function run(keys, args)
       for _, f in ipairs(esc.fails) do
         pre[#pre + 1] = f.key
         pre[#pre + 1] = f.lock
+        if f.pend then pre[#pre + 1] = f.pend end
       end
       v = redis.call('MGET', tunpack(pre))
       for i = n + 1, #pre do raw[pre[i]] = v[i] end
@@ -826,8 +939,7 @@ local function run(keys, args)
     else
       if held then
         for _, f in ipairs(esc.fails) do
-          local at = held[f.key]
-          if at and at > 0 then X.unlog(f.key, at) end
+          if f.pend then X.unhold(f.pend, held[f.pend]) elseif f.member == '' then X.unhold(f.key, held[f.key]) end
         end
       end
       for i = 1, nC do redis.call('DEL', KEYS[cb + i]) end
@@ -943,7 +1055,7 @@ local function run(keys, args)
     local held = X.readRecord(rk)
     for i = 1, nF do
       local k = key()
-      if type(held) == 'table' and held[k] and held[k] > 0 then X.unlog(k, held[k]) end
+      if type(held) == 'table' then X.unhold(k, held[k]) end
     end
     redis.call('DEL', rk)
     return {now}

@@ -477,6 +477,12 @@ func escalationSection(keys []string, a *callArgs, e *Escalation, fails []Failur
 		a.hex(f.Window.Milliseconds())
 		a.dec(keepMs(f.Keep, f.Window))
 		a.hex(int64(len(f.Indexes)))
+		if f.Pending != "" {
+			a.tok("1")
+			keys = append(keys, f.Pending)
+		} else {
+			a.tok("0")
+		}
 		a.vary(f.Info)
 		a.vary(f.Distinct)
 		keys = append(keys, f.Key, f.LockKey)

@@ -48,7 +48,7 @@ func runDifferential(t *testing.T, stream uint64, sequences int, reserve bool) {
 		p := fmt.Sprintf("%s%d:", prefix, seq)
 		ms := NewMemory(MemoryConfig{})
 		t.Cleanup(func() { ms.Close() })
-		g := diffGen{r: rand.New(rand.NewPCG(seq, stream)), prefix: p}
+		g := diffGen{r: rand.New(rand.NewPCG(seq, stream)), prefix: p, distinct: reserve}
 		var history []string
 		records := 0
 		for step := range steps {
@@ -77,6 +77,9 @@ func runDifferential(t *testing.T, stream uint64, sequences int, reserve bool) {
 				want = fmt.Sprintf("err %v locked %s struck %s", e2 != nil, diffLock(r2.Locked), diffStruck(r2.Struck))
 			default:
 				req := UnlockRequest{Locks: []string{g.lock()}, Failures: []string{g.key()}}
+				if g.distinct && g.r.IntN(2) == 0 {
+					req.Failures = append(req.Failures, p+"d", p+"q")
+				}
 				history = append(history, fmt.Sprintf("unlock %+v", req))
 				a1, e1 := rs.Unlock(ctx, &req)
 				a2, e2 := ms.Unlock(ctx, &req)
@@ -112,6 +115,9 @@ func (g *diffGen) record(i int) string { return g.prefix + fmt.Sprintf("rec%d", 
 type diffGen struct {
 	r      *rand.Rand
 	prefix string
+	// distinct adds a distinct failure rule with a pending set to some
+	// escalations (reserved values and their settlement).
+	distinct bool
 }
 
 func (g *diffGen) key() string  { return g.prefix + fmt.Sprintf("k%d", g.r.IntN(3)) }
@@ -127,6 +133,12 @@ func (g *diffGen) escalation() Escalation {
 	for i := range 1 + g.r.IntN(2) {
 		e.Failures = append(e.Failures, FailureRule{
 			Key: g.prefix + fmt.Sprintf("k%d", keys[i]), Limit: 1 + g.r.IntN(3), Window: g.hours(3), LockKey: g.lock(), Info: "i",
+		})
+	}
+	if g.distinct && g.r.IntN(2) == 0 {
+		e.Failures = append(e.Failures, FailureRule{
+			Key: g.prefix + "d", Pending: g.prefix + "q", Distinct: fmt.Sprintf("v%07d", g.r.IntN(3)),
+			Limit: 1 + g.r.IntN(4), Window: g.hours(3), LockKey: g.lock(), Info: "d",
 		})
 	}
 	// Steps in minutes over a wide range: two lockouts struck by separate

@@ -7,7 +7,10 @@ import "time"
 // each failure log of Escalation, in the same atomic step as the check
 // (one script per slot on Redis Cluster), so N parallel guesses before the
 // first report count as N failures (Keycloak #31726, Cacti #6996). A
-// provisional failure that fills a log strikes like a reported one.
+// provisional failure that fills a log strikes like a reported one. A
+// distinct failure rule takes the check's value into its Pending set (one
+// holder per check), which it counts with its set; a rule without Pending
+// takes the value as a reported failure.
 //
 // What a check added is kept in a reservation record, a small value per
 // slot under Records; a report that names the records (ReportRequest.
@@ -31,7 +34,9 @@ type Reservation struct {
 
 // reservation record values: "p" then, per failure log that got an entry,
 // "\n<log key>\n<stamp ms>" (stamp 0: the entry struck and emptied the
-// log, nothing to take back); a settled record is "s".
+// log, nothing to take back), and per distinct rule's pending set
+// "\n<pending key>\nv<value, hexadecimal>" (or 0, as for a log); a
+// settled record is "s".
 const (
 	recordPending = "p"
 	recordSettled = "s"

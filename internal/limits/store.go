@@ -194,6 +194,14 @@ type FailureRule struct {
 	// Rule.Distinct): a failure adds or refreshes this value, and the set
 	// reaching Limit values in Window is the strike.
 	Distinct string
+	// Pending, with Distinct, is the key of the rule's provisional values
+	// (reserve_failures; same hash tag as Key): a reservation adds its
+	// value there, one holder per check, instead of to Key, and a success
+	// that settles the check takes its holder back, so a value another
+	// check or a reported failure holds stays counted. The rule then
+	// counts the distinct values of Key and Pending together; a strike
+	// empties both. "" for a rule no reservation reaches.
+	Pending string
 }
 
 // Escalation is the lockout policy applied when failures strike.

@@ -169,6 +169,9 @@ func validateEscalation(esc *Escalation) error {
 		if f.Distinct != "" && len(f.Distinct) != DistinctBytes {
 			return fmt.Errorf("failure rule %d: distinct value of %d bytes: want %d", i, len(f.Distinct), DistinctBytes)
 		}
+		if f.Pending != "" && (f.Distinct == "" || f.Pending == f.Key) {
+			return fmt.Errorf("failure rule %d: a pending key belongs to a distinct rule, apart from its set", i)
+		}
 		if f.LockKey == "" {
 			return fmt.Errorf("failure rule %d: empty lock key", i)
 		}
