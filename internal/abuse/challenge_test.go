@@ -309,7 +309,7 @@ func sprayOTPPolicy() Policy {
 // success takes back its own check's hold only.
 func TestReserveFailuresDistinct(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
-		g, _ := newGuard(t, b, sprayOTPPolicy())
+		g, rec := newGuard(t, b, sprayOTPPolicy())
 		const n = 10
 		var wg sync.WaitGroup
 		results := make(chan Decision, n)
@@ -341,24 +341,43 @@ func TestReserveFailuresDistinct(t *testing.T) {
 
 		// One user checked twice holds one value twice: the first success
 		// leaves it counted, the second takes it back.
-		ip := "203.0.113.21"
-		check := func(user string) Decision {
+		check := func(user, ip string) Decision {
 			d := mustCheck(t, g, CheckInput{Action: "otp_verify", Subject: subj(user, ip, "")})
 			wantDecision(t, d, true, ReasonOK)
 			return d
 		}
-		report := func(user, outcome, id string) ReportOutcome {
+		struck := func() bool { return rec.last(t).LockoutUntil != nil }
+		report := func(user, ip, outcome, id string) ReportOutcome {
 			return mustReport(t, g, ReportInput{Action: "otp_verify", Subject: subj(user, ip, ""), Outcome: outcome, DecisionID: id})
 		}
-		a1, a2 := check("alice"), check("alice")
-		report("alice", OutcomeSuccess, a1.ID)
-		b1 := check("bob") // alice (a2), bob: 2 of 3
-		report("bob", OutcomeSuccess, b1.ID)
-		report("alice", OutcomeSuccess, a2.ID) // nothing held now
-		c1 := check("carol")
-		report("carol", OutcomeFailure, c1.ID) // carol: 1 of 3
-		check("dave")                          // never reported: 2 of 3
-		check("erin")                          // strikes: allowed
+		ip := "203.0.113.21"
+		a1, _ := check("alice", ip), check("alice", ip)
+		report("alice", ip, OutcomeSuccess, a1.ID)
+		check("bob", ip) // alice (held by her second check), bob: 2 of 3
+		if struck() {
+			t.Fatalf("bob's check struck: want alice, bob: 2 of 3")
+		}
+		check("carol", ip)
+		if !struck() {
+			t.Errorf("carol's check struck nothing: want the strike (alice, still held by her second check, bob, carol)")
+		}
+
+		ip = "203.0.113.22"
+		a1, a2 := check("alice", ip), check("alice", ip)
+		report("alice", ip, OutcomeSuccess, a1.ID)
+		b1 := check("bob", ip) // alice (a2), bob: 2 of 3
+		report("bob", ip, OutcomeSuccess, b1.ID)
+		report("alice", ip, OutcomeSuccess, a2.ID) // nothing held now
+		c1 := check("carol", ip)
+		report("carol", ip, OutcomeFailure, c1.ID) // carol: 1 of 3
+		check("dave", ip)                          // never reported: 2 of 3
+		if struck() {
+			t.Fatalf("dave's check struck: want carol, dave: 2 of 3")
+		}
+		check("erin", ip) // strikes: allowed
+		if !struck() {
+			t.Errorf("erin's check struck nothing: want the strike (carol, dave, erin)")
+		}
 		wantDecision(t, mustCheck(t, g, CheckInput{Action: "otp_verify", Subject: subj("frank", ip, "")}), false, ReasonLockedOut)
 	})
 }

@@ -120,15 +120,23 @@ func confReserveDistinctParallel(t *testing.T, c *conf) {
 // success names its record, not its value: one reported with another
 // value takes back the check's.
 func confReserveDistinctHolders(t *testing.T, c *conf) {
-	esc := c.distinctEsc("rsvdhold", 3)
+	// One success of two: u1 is still held, so u1, u2 fill a limit of 2.
+	esc := c.distinctEsc("rsvdhold", 2)
 	rec1, rec2 := c.key("rec", confFreshNonce()), c.key("rec", confFreshNonce())
 	wantNoStrike(t, "first check of u1", c.reserveDistinct(t, c.a, esc("u1"), rec1).Struck)
 	wantNoStrike(t, "second check of u1", c.reserveDistinct(t, c.b, esc("u1"), rec2).Struck)
 	c.report(t, c.a, ReportRequest{Escalation: esc("other"), Records: []string{rec1}})
-	wantNoStrike(t, "a failure of u2 (u1 still held: 2 of 3)", c.fail(t, c.b, esc("u2")).Struck)
+	confWantStrike(t, "a failure of u2 (u1 still held by the second check: u1, u2)", c.fail(t, c.b, esc("u2")), esc("u2"), 1)
+
+	// Both successes: u1 is no longer held.
+	esc = c.distinctEsc("rsvdhold2", 2)
+	rec1, rec2 = c.key("rec", confFreshNonce()), c.key("rec", confFreshNonce())
+	wantNoStrike(t, "first check of u1", c.reserveDistinct(t, c.a, esc("u1"), rec1).Struck)
+	wantNoStrike(t, "second check of u1", c.reserveDistinct(t, c.b, esc("u1"), rec2).Struck)
+	c.report(t, c.a, ReportRequest{Escalation: esc("other"), Records: []string{rec1}})
 	c.report(t, c.b, ReportRequest{Escalation: esc("u1"), Records: []string{rec2}})
-	wantNoStrike(t, "a failure of u3 (u1 no longer held: u2, u3)", c.fail(t, c.a, esc("u3")).Struck)
-	confWantStrike(t, "a failure of u4 (u2, u3, u4)", c.fail(t, c.b, esc("u4")), esc("u4"), 1)
+	wantNoStrike(t, "a failure of u2 (u1 no longer held)", c.fail(t, c.a, esc("u2")).Struck)
+	confWantStrike(t, "a failure of u3 (u2, u3)", c.fail(t, c.b, esc("u3")), esc("u3"), 1)
 }
 
 // confReserveDistinctReported: a success takes back only the check's
