@@ -20,6 +20,8 @@ func confReserveDistinctCases() []confCase {
 		{"ReserveDistinctSettlesOnce", false, confReserveDistinctSettleOnce},
 		{"ReserveDistinctUnlockClears", false, confReserveDistinctUnlock},
 		{"ReserveDistinctDeniedHoldsNothing", false, confReserveDistinctDenied},
+		{"ReserveDistinctStaleSuccessAfterStrike", false, confReserveDistinctStaleStrike},
+		{"ReserveDistinctStaleSuccessAfterWindow", false, confReserveDistinctStaleWindow},
 	}
 }
 
@@ -199,4 +201,53 @@ func confReserveDistinctDenied(t *testing.T, c *conf) {
 	}
 	wantNoStrike(t, "a failure of u3 (u1, u3: the denied u2 holds nothing)", c.fail(t, c.a, esc("u3")).Struck)
 	confWantStrike(t, "a failure of u4 (u1, u3, u4)", c.fail(t, c.b, esc("u4")), esc("u4"), 1)
+}
+
+// confReserveDistinctStaleSuccessAfterStrike: a strike empties the pending
+// set; a check of the same value after it holds the value anew, and the
+// success of a check from before the strike (whose hold the strike took)
+// takes nothing from it: the newer check's failure report keeps its hold.
+func confReserveDistinctStaleStrike(t *testing.T, c *conf) {
+	esc := c.distinctEsc("rsvdstale", 3)
+	// Checks without the lock: allowed after the strike too.
+	reserve := func(s Store, v, rec string) CheckResult {
+		e := esc(v)
+		req := c.reserveReq(&e, rec)
+		req.Locks = nil
+		return c.check(t, s, req)
+	}
+	old, fresh := c.key("rec", confFreshNonce()), c.key("rec", confFreshNonce())
+	wantNoStrike(t, "the old check of u1", reserve(c.a, "u1", old).Struck)
+	wantNoStrike(t, "a failure of u2", c.fail(t, c.b, esc("u2")).Struck)
+	confWantStrike(t, "a failure of u3 (u1, u2, u3)", c.fail(t, c.a, esc("u3")), esc("u3"), 1)
+	wantNoStrike(t, "the new check of u1", reserve(c.b, "u1", fresh).Struck)
+	c.report(t, c.a, ReportRequest{Escalation: esc("u1"), Records: []string{old}})
+	wantNoStrike(t, "the new check's failure", c.report(t, c.b, ReportRequest{Failure: true, Escalation: esc("u1"), Records: []string{fresh}}).Struck)
+	wantNoStrike(t, "a failure of u2 (u1, u2)", c.fail(t, c.a, esc("u2")).Struck)
+	confWantStrike(t, "a failure of u3 (u1 held by the new check: u1, u2, u3)", c.fail(t, c.b, esc("u3")), esc("u3"), 2)
+}
+
+// confReserveDistinctStaleSuccessAfterWindow: a hold older than the
+// rule's window no longer counts, and a check of the same value then holds
+// it anew; the old check's success (its record lives for the action's
+// longest failure window, longer than this rule's) takes nothing from it.
+func confReserveDistinctStaleWindow(t *testing.T, c *conf) {
+	const w = time.Second
+	esc := func(v string) Escalation {
+		e := c.distinctEsc("rsvdwin", 3)(v)
+		e.Failures[0].Window = w
+		return e
+	}
+	reserve := func(s Store, v, rec string) CheckResult {
+		e := esc(v)
+		return c.check(t, s, c.reserveReq(&e, rec))
+	}
+	old, fresh := c.key("rec", confFreshNonce()), c.key("rec", confFreshNonce())
+	wantNoStrike(t, "the old check of u1", reserve(c.a, "u1", old).Struck)
+	c.advance(t, w+200*time.Millisecond)
+	wantNoStrike(t, "the new check of u1", reserve(c.b, "u1", fresh).Struck)
+	c.report(t, c.a, ReportRequest{Escalation: esc("u1"), Records: []string{old}})
+	wantNoStrike(t, "the new check's failure", c.report(t, c.b, ReportRequest{Failure: true, Escalation: esc("u1"), Records: []string{fresh}}).Struck)
+	wantNoStrike(t, "a failure of u2 (u1, u2)", c.fail(t, c.a, esc("u2")).Struck)
+	confWantStrike(t, "a failure of u3 (u1 held by the new check: u1, u2, u3)", c.fail(t, c.b, esc("u3")), esc("u3"), 1)
 }

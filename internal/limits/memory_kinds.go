@@ -19,12 +19,18 @@ type memOther struct {
 
 // memMember is one distinct value and when it was last seen (unix ms);
 // in a pending set (FailureRule.Pending) also how many reservations hold
-// it.
+// it (at most pendMaxHolders, redis.lua's 2 bytes) and the token of the
+// record: the reservation record key of the check whose hold made it (see
+// redis.lua's pending sets).
 type memMember struct {
-	ts int64
-	v  string
-	n  int
+	ts  int64
+	v   string
+	n   int
+	tok string
 }
+
+// pendMaxHolders is the most holders a pending set counts per value.
+const pendMaxHolders = 65535
 
 // other returns key's live state, or nil (an expired one is dropped).
 func (s *MemoryStore) other(key string, now int64) *memOther {
@@ -162,10 +168,11 @@ func (s *MemoryStore) failDistinct(f *FailureRule, now int64) bool {
 }
 
 // reserveDistinct adds one holder of f's value to f's pending set (a
-// reservation) and reports whether that struck, as failDistinct.
-func (s *MemoryStore) reserveDistinct(f *FailureRule, now int64) bool {
+// reservation under record key rec) and reports whether that struck, as
+// failDistinct, and otherwise the token of the record that holds it.
+func (s *MemoryStore) reserveDistinct(f *FailureRule, rec string, now int64) (struck bool, tok string) {
 	if s.distinctFull(f, now) {
-		return true
+		return true, ""
 	}
 	keep, w := max(memMs(f.Keep), memMs(f.Window)), memMs(f.Window)
 	o := s.otherFor(f.Pending, now)
@@ -173,20 +180,21 @@ func (s *MemoryStore) reserveDistinct(f *FailureRule, now int64) bool {
 	if n := len(o.set); n > 0 {
 		at = max(now, o.set[n-1].ts)
 	}
+	tok = rec
 	kept := o.set[:0]
 	for _, m := range o.set {
 		switch {
 		case m.v == f.Distinct:
 			if m.ts > now-w {
-				held = m.n
+				held, tok = m.n, m.tok
 			}
 		case m.ts > now-keep:
 			kept = append(kept, m)
 		}
 	}
-	o.set = append(kept, memMember{ts: at, v: f.Distinct, n: held + 1})
+	o.set = append(kept, memMember{ts: at, v: f.Distinct, n: min(held+1, pendMaxHolders), tok: tok})
 	o.expires = at + keep
-	return false
+	return false, tok
 }
 
 // distinctFull reports whether one more failure of f's value fills f (its
@@ -233,9 +241,11 @@ func (o *memOther) has(v string, edge int64) bool {
 	return false
 }
 
-// unhold takes one holder of value v from pending set key, if it is still
-// there (a strike may have emptied it); its stamp stays.
-func (s *MemoryStore) unhold(key, v string, now int64) {
+// unhold takes one holder of value v from pending set key, if the record
+// the hold went to (token tok) is still there: a strike, an unlock or the
+// window may have dropped it, and a record of v made after that holds
+// other checks only. Its stamp stays.
+func (s *MemoryStore) unhold(key, v, tok string, now int64) {
 	o := s.other(key, now)
 	if o == nil {
 		return
@@ -243,6 +253,9 @@ func (s *MemoryStore) unhold(key, v string, now int64) {
 	for i := range o.set {
 		if o.set[i].v != v {
 			continue
+		}
+		if o.set[i].tok != tok {
+			break
 		}
 		if o.set[i].n--; o.set[i].n <= 0 {
 			o.set = append(o.set[:i], o.set[i+1:]...)

@@ -6,10 +6,16 @@ type memRecord struct {
 	// stamp (0: it struck, nothing to take back); nil once settled.
 	held map[string]int64
 	// pend maps each distinct rule's pending set that got a holder to the
-	// value held ("": it struck); nil once settled.
-	pend    map[string]string
+	// hold (value "": it struck); nil once settled.
+	pend    map[string]memHold
 	settled bool
 	expires int64 // unix ms
+}
+
+// memHold is a reservation's hold in a pending set: the value and the
+// token of the record it went to.
+type memHold struct {
+	v, tok string
 }
 
 // holds reports whether the record (nil: none) holds a provisional
@@ -56,11 +62,13 @@ func (s *MemoryStore) reserve(rsv *Reservation, now int64, struck []LockState) [
 				if s.failDistinct(f, now) {
 					struck = append(struck, s.strike(esc, f, now))
 				}
-			case s.reserveDistinct(f, now):
-				struck = append(struck, s.strike(esc, f, now))
-				rec.pendFor(f.Pending, "")
 			default:
-				rec.pendFor(f.Pending, f.Distinct)
+				if hit, tok := s.reserveDistinct(f, rsv.Records[0], now); hit {
+					struck = append(struck, s.strike(esc, f, now))
+					rec.pendFor(f.Pending, memHold{})
+				} else {
+					rec.pendFor(f.Pending, memHold{v: f.Distinct, tok: tok})
+				}
 			}
 			continue
 		}
@@ -74,11 +82,11 @@ func (s *MemoryStore) reserve(rsv *Reservation, now int64, struck []LockState) [
 	return struck
 }
 
-func (r *memRecord) pendFor(key, v string) {
+func (r *memRecord) pendFor(key string, h memHold) {
 	if r.pend == nil {
-		r.pend = map[string]string{}
+		r.pend = map[string]memHold{}
 	}
-	r.pend[key] = v
+	r.pend[key] = h
 }
 
 // settle finds the reservation record a report names (nil: none, the
@@ -102,8 +110,8 @@ func (s *MemoryStore) settle(req *ReportRequest, now int64) *memRecord {
 	for i := range req.Escalation.Failures {
 		f := &req.Escalation.Failures[i]
 		if f.Distinct != "" {
-			if v := rec.pend[f.Pending]; v != "" && f.Pending != "" {
-				s.unhold(f.Pending, v, now)
+			if h := rec.pend[f.Pending]; h.v != "" && f.Pending != "" {
+				s.unhold(f.Pending, h.v, h.tok, now)
 			}
 			continue
 		}

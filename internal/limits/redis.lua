@@ -69,14 +69,16 @@
 --                PX keep (full by then; a missing bucket is full)
 --   distinct set STRING of 14-byte records: 6-byte ms last seen, 8-byte
 --                value; ascending by stamp; trimmed and PX as a log
---   pending set  STRING of 16-byte records: 6-byte ms, 8-byte value,
---                2-byte count of the reservations holding it; a distinct
+--   pending set  STRING of 22-byte records: 6-byte ms, 8-byte value,
+--                2-byte count of the reservations holding it, 6-byte
+--                token of the record (K.failDistinct); a distinct
 --                failure rule's provisional values, counted with its set;
 --                ascending by stamp; trimmed and PX as a log
 --   record       STRING, a reservation (reserve_failures): "p" then per
 --                failure log "\n<key>\n<stamp>" (0: struck) and per
---                pending set "\n<key>\nv<value in hex>" (0: struck), or
---                "s" once settled; PX the longest failure window
+--                pending set "\n<key>\nv<value in hex>@<token in hex>"
+--                (0: struck), or "s" once settled; PX the longest failure
+--                window
 --
 -- Replies:
 --   check:   now allowed (+2 when the trust record names a trusted
@@ -175,6 +177,11 @@ local function first(s, n, edge, w)
   end
   return lo
 end
+
+-- tohex is s in hexadecimal, unhex its inverse (reservation records keep
+-- a pending set's values and tokens so: they may hold any byte).
+local function tohex(s) return (string.gsub(s, '.', function(ch) return string.format('%02x', sbyte(ch)) end)) end
+local function unhex(h) return (string.gsub(h, '%x%x', function(x) return string.char(tonumber(x, 16)) end)) end
 
 -- raw caches the keys read in this call outside a check's one MGET:
 -- key -> value (false: absent). Reads of other keys (a strike's lock
@@ -393,15 +400,16 @@ local function slow()
   -- fail records one failure in every failure rule but those in skip (a
   -- reservation's, which hold it already: its logs and pending sets); a
   -- log or set that fills strikes. rec, when given (a reservation),
-  -- collects key, stamp per log (stamp 0: it struck) and key, 'v' and the
-  -- value in hex per pending set, where a distinct rule then holds its
-  -- value; a distinct rule without a pending set takes the value as a
-  -- reported failure (refreshing it counts nothing twice).
-  local function fail(rec, skip)
+  -- collects key, stamp per log (stamp 0: it struck) and key, hold per
+  -- pending set (K.failDistinct), where a distinct rule then holds its
+  -- value, tok being the reservation record's key; a distinct rule
+  -- without a pending set takes the value as a reported failure
+  -- (refreshing it counts nothing twice).
+  local function fail(rec, skip, tok)
     for i, f in ipairs(esc.fails) do
       if f.member ~= '' then
         if not (skip and f.pend and skip[f.pend]) then
-          local held = kinds().failDistinct(i, f, rec ~= nil)
+          local held = kinds().failDistinct(i, f, rec ~= nil, tok)
           if rec and f.pend then
             rec[#rec + 1] = f.pend
             rec[#rec + 1] = held
@@ -446,7 +454,8 @@ local function slow()
 
   -- readRecord returns a reservation record as nil (none), 's' (settled)
   -- or a table key -> what it holds there, as recorded (pending): a log's
-  -- stamp, a pending set's 'v' and value in hex, '0' when it struck.
+  -- stamp, a pending set's 'v', the value in hex, '@' and the token of
+  -- the record the hold went to in hex, '0' when it struck.
   local function readRecord(k)
     local v = redis.call('GET', k)
     if not v then return nil end
@@ -463,7 +472,8 @@ local function slow()
   local function unhold(k, h)
     if not h then return end
     if sbyte(h, 1) == 118 then -- 'v'
-      kinds().unpend(k, (string.gsub(ssub(h, 2), '%x%x', function(x) return string.char(tonumber(x, 16)) end)))
+      local m, tok = string.match(h, '^v(%x+)@(%x+)$')
+      if m then kinds().unpend(k, unhex(m), unhex(tok)) end
     else
       local at = tonumber(h)
       if at and at > 0 then unlog(k, at) end
@@ -531,12 +541,18 @@ function kinds()
   end
 
   -- Pending sets (FailureRule.Pending): STRINGs of PW-byte records, a
-  -- 6-byte stamp, an 8-byte value and a 2-byte count of the reservations
-  -- holding it, ascending by stamp.
-  local PW = 16
+  -- 6-byte stamp (the newest hold's), an 8-byte value, a 2-byte count of
+  -- the reservations holding it and a 6-byte token naming the record:
+  -- the first 6 bytes of the SHA-1 of the reservation record key of the
+  -- check whose hold made it (after the value was absent, struck, unlocked
+  -- or out of the window), ascending by stamp. A reservation records the
+  -- token with its value, so a success takes back a hold of the record it
+  -- added to only, never one of a record that a check made after a
+  -- strike, an unlock or the window had dropped the success's own.
+  local PW = 22
   local function readPend(k)
     local p = read(k) or ''
-    if #p % PW ~= 0 then error('guard: ' .. k .. ' is no pending set of 16-byte records') end
+    if #p % PW ~= 0 then error('guard: ' .. k .. ' is no pending set of 22-byte records') end
     return p
   end
   -- pfind returns the index of the record of p (n records) holding value
@@ -556,8 +572,10 @@ function kinds()
   -- is added or refreshed (reserve: one more holder of it in f's pending
   -- set), and the set reaching the limit, its pending values counted with
   -- it, strikes and empties both. It returns what a reservation record
-  -- keeps of a reserve: 'v' and the value in hex, or 0 when it struck.
-  function K.failDistinct(i, f, reserve)
+  -- keeps of a reserve: 'v', the value in hex, '@' and the token in hex,
+  -- or 0 when it struck. tok is the call's reservation record key.
+  -- (A stamp would not tell two records apart that one millisecond made.)
+  function K.failDistinct(i, f, reserve, tok)
     local s = readSet(f.key)
     local n = #s / DW
     local from = dfirst(s, n, now - f.window)
@@ -594,35 +612,38 @@ function kinds()
     -- One more holder of the value, its record moved to the end with the
     -- newest stamp (as setSee), the set trimmed to (now-keep, now].
     local keep = tonumber(f.keep)
-    local at, held = now, 0
+    local at, held, rtok = now, 0, nil
     if pn > 0 then at = max(now, sunpack('>I6', p, (pn - 1) * PW + 1)) end
     local kfrom = first(p, pn, now - keep, PW)
     local out = {}
     for j = kfrom, pn do
       local r = ssub(p, (j - 1) * PW + 1, j * PW)
       if ssub(r, 7, 14) == f.member then
-        if j >= pfrom then held = sunpack('>I2', r, 15) end
+        if j >= pfrom then held, rtok = sunpack('>I2', r, 15), ssub(r, 17, 22) end
       else
         out[#out + 1] = r
       end
     end
-    out[#out + 1] = spack('>I6', at) .. f.member .. spack('>I2', min(held + 1, 65535))
+    if held == 0 then rtok = unhex(ssub(redis.sha1hex(tok), 1, 12)) end
+    out[#out + 1] = spack('>I6', at) .. f.member .. spack('>I2', min(held + 1, 65535)) .. rtok
     p = table.concat(out)
     raw[f.pend] = p
     redis.call('SET', f.pend, p, 'PX', f.keep)
-    return 'v' .. (string.gsub(f.member, '.', function(ch) return string.format('%02x', sbyte(ch)) end))
+    return 'v' .. tohex(f.member) .. '@' .. tohex(rtok)
   end
 
-  -- K.unpend takes one holder of value m from pending set k, if it is
-  -- still there (a strike may have emptied it); its stamp stays.
-  function K.unpend(k, m)
+  -- K.unpend takes one holder of value m from pending set k, if the
+  -- record that the hold went to (token tok) is still there: a strike, an
+  -- unlock or the window may have dropped it, and a record of m made
+  -- since holds other checks only. Its stamp stays.
+  function K.unpend(k, m, tok)
     local p = readPend(k)
     local n = #p / PW
     local j = pfind(p, n, m)
-    if j == 0 then return end
+    if j == 0 or ssub(p, (j - 1) * PW + 17, j * PW) ~= tok then return end
     local held = sunpack('>I2', p, (j - 1) * PW + 15)
     if held > 1 then
-      p = ssub(p, 1, (j - 1) * PW + 14) .. spack('>I2', held - 1) .. ssub(p, j * PW + 1)
+      p = ssub(p, 1, (j - 1) * PW + 14) .. spack('>I2', held - 1) .. ssub(p, (j - 1) * PW + 17)
     else
       p = ssub(p, 1, (j - 1) * PW) .. ssub(p, j * PW + 1)
     end
@@ -892,7 +913,7 @@ local function run(keys, args)
     if allowed and not dry and escRes and #escRes.fails > 0 then
       esc = escRes
       local rec = {'p'}
-      slow().fail(rec)
+      slow().fail(rec, nil, rk)
       redis.call('SET', rk, table.concat(rec, '\n'), 'PX', rttl)
     end
     return finish()

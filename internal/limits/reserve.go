@@ -35,8 +35,9 @@ type Reservation struct {
 // reservation record values: "p" then, per failure log that got an entry,
 // "\n<log key>\n<stamp ms>" (stamp 0: the entry struck and emptied the
 // log, nothing to take back), and per distinct rule's pending set
-// "\n<pending key>\nv<value, hexadecimal>" (or 0, as for a log); a
-// settled record is "s".
+// "\n<pending key>\nv<value, hexadecimal>@<token, hexadecimal>" (or 0,
+// as for a log; the token names the pending set's record of the value
+// that the hold went to, see redis.lua); a settled record is "s".
 const (
 	recordPending = "p"
 	recordSettled = "s"
