@@ -515,6 +515,17 @@ func confRejectsInvalid(t *testing.T, c *conf) {
 		{"negative decay", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Decay = -time.Second })}},
 		{"failure limit 0", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Failures[0].Limit = 0 })}},
 		{"long distinct value", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Failures[0].Distinct = "123456789" })}},
+		{"pending key of a log rule", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Failures[0].Pending = c.key("pend", "invalid") })}},
+		{"pending key that is another rule's log", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) {
+			e.Failures = append(e.Failures, FailureRule{Key: c.key("set", "invalid"), Pending: e.Failures[0].Key, Distinct: "12345678",
+				Limit: 3, Window: time.Second, LockKey: e.Failures[0].LockKey})
+		})}},
+		{"one pending key for two failure rules", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) {
+			for i := range 2 {
+				e.Failures = append(e.Failures, FailureRule{Key: c.key("set", "invalid", string(rune('a'+i))), Pending: c.key("pend", "invalid"),
+					Distinct: "12345678", Limit: 3, Window: time.Second, LockKey: e.Failures[0].LockKey})
+			}
+		})}},
 		{"negative trust ttl", ReportRequest{TrustKey: c.key("trust", "invalid"), TrustTTL: -time.Second}},
 		{"empty clear key", ReportRequest{Clear: []string{""}}},
 	}

@@ -186,6 +186,16 @@ func validateEscalation(esc *Escalation) error {
 				return fmt.Errorf("failure rule %d: key %q is failure rule %d's too: each failure rule has a log of its own", i, f.Key, j)
 			}
 		}
+		// A pending set is its rule's alone, and no rule's log or set: a
+		// reservation record names what it holds by key, and a store
+		// reads a key as one kind.
+		if f.Pending != "" {
+			for j := range esc.Failures {
+				if g := &esc.Failures[j]; j != i && (g.Key == f.Pending || g.Pending == f.Pending) {
+					return fmt.Errorf("failure rule %d: pending key %q is failure rule %d's too", i, f.Pending, j)
+				}
+			}
+		}
 	}
 	return nil
 }
