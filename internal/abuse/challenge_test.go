@@ -96,34 +96,43 @@ func TestReserveFailuresParallelGuesses(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
 		g, _ := newGuard(t, b, otpPolicy())
 		const n = 10
-		var wg sync.WaitGroup
-		results := make(chan Decision, n)
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				d, err := g.Check(context.Background(), CheckInput{Action: "otp_verify", Subject: subj("alice", "203.0.113.7", "")})
-				if err != nil {
-					t.Errorf("check %d: %v", i, err)
-				}
-				results <- d
-			}()
-		}
-		wg.Wait()
-		close(results)
-		allowed, locked := 0, 0
-		for d := range results {
-			switch d.Reason {
-			case ReasonOK:
-				allowed++
-			case ReasonLockedOut:
-				locked++
-			}
-		}
+		allowed, locked := parallelChecks(t, g, n, func(i int) CheckInput {
+			return CheckInput{Action: "otp_verify", Subject: subj("alice", "203.0.113.7", "")}
+		})
 		if allowed != 3 || locked != n-3 {
 			t.Errorf("%d parallel guesses, failure limit 3: %d allowed, %d locked out; want 3, %d", n, allowed, locked, n-3)
 		}
 	})
+}
+
+// parallelChecks runs n checks at once, check i of in(i), and counts the
+// allowed and the locked out.
+func parallelChecks(t *testing.T, g *Guard, n int, in func(i int) CheckInput) (allowed, locked int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	results := make(chan Decision, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, err := g.Check(context.Background(), in(i))
+			if err != nil {
+				t.Errorf("check %d: %v", i, err)
+			}
+			results <- d
+		}()
+	}
+	wg.Wait()
+	close(results)
+	for d := range results {
+		switch d.Reason {
+		case ReasonOK:
+			allowed++
+		case ReasonLockedOut:
+			locked++
+		}
+	}
+	return allowed, locked
 }
 
 func TestReserveFailuresSettle(t *testing.T) {
@@ -311,30 +320,9 @@ func TestReserveFailuresDistinct(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
 		g, rec := newGuard(t, b, sprayOTPPolicy())
 		const n = 10
-		var wg sync.WaitGroup
-		results := make(chan Decision, n)
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				d, err := g.Check(context.Background(), CheckInput{Action: "otp_verify", Subject: subj(fmt.Sprintf("user%d", i), "203.0.113.20", "")})
-				if err != nil {
-					t.Errorf("check %d: %v", i, err)
-				}
-				results <- d
-			}()
-		}
-		wg.Wait()
-		close(results)
-		allowed, locked := 0, 0
-		for d := range results {
-			switch d.Reason {
-			case ReasonOK:
-				allowed++
-			case ReasonLockedOut:
-				locked++
-			}
-		}
+		allowed, locked := parallelChecks(t, g, n, func(i int) CheckInput {
+			return CheckInput{Action: "otp_verify", Subject: subj(fmt.Sprintf("user%d", i), "203.0.113.20", "")}
+		})
 		if allowed != 3 || locked != n-3 {
 			t.Errorf("%d parallel checks of distinct users from one address, limit 3: %d allowed, %d locked out; want 3, %d", n, allowed, locked, n-3)
 		}

@@ -179,6 +179,20 @@ func confReserveSequential(t *testing.T, c *conf) {
 func confReserveParallel(t *testing.T, c *conf) {
 	const workers, limit = 12, 4
 	esc := c.escalation("rsvpar", limit, []time.Duration{time.Minute, 5 * time.Minute}, time.Hour)
+	allowed, locked, struck := c.parallelReserved(t, workers, func(int) CheckRequest {
+		return c.reserveReq(&esc, c.key("rec", confFreshNonce()))
+	})
+	if allowed != limit || locked != workers-limit || struck != 1 {
+		t.Errorf("%d parallel reserved checks, failure limit %d: got %d allowed, %d locked out, %d strikes; want %d, %d, 1",
+			workers, limit, allowed, locked, struck, limit, workers-limit)
+	}
+}
+
+// parallelReserved runs workers checks at once, worker w's request
+// req(w) on store w, and counts the allowed, the locked out and the
+// strikes.
+func (c *conf) parallelReserved(t *testing.T, workers int, req func(w int) CheckRequest) (allowed, locked, struck int) {
+	t.Helper()
 	type outcome struct {
 		allowed, locked bool
 		struck          int
@@ -187,16 +201,15 @@ func confReserveParallel(t *testing.T, c *conf) {
 	out := make(chan outcome, workers)
 	start := make(chan struct{})
 	for w := range workers {
+		r := req(w)
+		r.Cost, r.Nonce = 1, confFreshNonce()
 		go func() {
 			<-start
-			req := c.reserveReq(&esc, c.key("rec", confFreshNonce()))
-			req.Cost, req.Nonce = 1, confFreshNonce()
-			res, err := c.store(w).Check(context.Background(), &req)
+			res, err := c.store(w).Check(context.Background(), &r)
 			out <- outcome{res.Allowed, res.Locked != nil, len(res.Struck), err}
 		}()
 	}
 	close(start)
-	allowed, locked, struck := 0, 0, 0
 	for range workers {
 		o := <-out
 		if o.err != nil {
@@ -210,10 +223,7 @@ func confReserveParallel(t *testing.T, c *conf) {
 		}
 		struck += o.struck
 	}
-	if allowed != limit || locked != workers-limit || struck != 1 {
-		t.Errorf("%d parallel reserved checks, failure limit %d: got %d allowed, %d locked out, %d strikes; want %d, %d, 1",
-			workers, limit, allowed, locked, struck, limit, workers-limit)
-	}
+	return allowed, locked, struck
 }
 
 // confReserveSettleOnce: a failure report keeps the provisional entry (no

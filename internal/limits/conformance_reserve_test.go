@@ -1,7 +1,6 @@
 package limits
 
 import (
-	"context"
 	"testing"
 	"time"
 )
@@ -78,38 +77,10 @@ func confReserveDistinctSequential(t *testing.T, c *conf) {
 func confReserveDistinctParallel(t *testing.T, c *conf) {
 	const workers, limit = 12, 4
 	esc := c.distinctEsc("rsvdpar", limit)
-	type outcome struct {
-		allowed, locked bool
-		struck          int
-		err             error
-	}
-	out := make(chan outcome, workers)
-	start := make(chan struct{})
-	for w := range workers {
-		go func() {
-			<-start
-			e := esc(string(rune('a'+w)) + "user")
-			req := c.reserveReq(&e, c.key("rec", confFreshNonce()))
-			req.Cost, req.Nonce = 1, confFreshNonce()
-			res, err := c.store(w).Check(context.Background(), &req)
-			out <- outcome{res.Allowed, res.Locked != nil, len(res.Struck), err}
-		}()
-	}
-	close(start)
-	allowed, locked, struck := 0, 0, 0
-	for range workers {
-		o := <-out
-		if o.err != nil {
-			t.Fatalf("Check: %v", o.err)
-		}
-		if o.allowed {
-			allowed++
-		}
-		if o.locked {
-			locked++
-		}
-		struck += o.struck
-	}
+	allowed, locked, struck := c.parallelReserved(t, workers, func(w int) CheckRequest {
+		e := esc(string(rune('a'+w)) + "user")
+		return c.reserveReq(&e, c.key("rec", confFreshNonce()))
+	})
 	if allowed != limit || locked != workers-limit || struck != 1 {
 		t.Errorf("%d parallel reserved checks of distinct values, limit %d: got %d allowed, %d locked out, %d strikes; want %d, %d, 1",
 			workers, limit, allowed, locked, struck, limit, workers-limit)
