@@ -37,7 +37,8 @@
 //     challenge (see Rule.Challenge) records no failure.
 //  5. If allowed, not DryRun, and Reserve is set (reserve_failures), one
 //     provisional failure is recorded in every failure log of
-//     Reserve.Escalation exactly as Report does (which may strike: the
+//     Reserve.Escalation (a distinct rule's in its Pending set, see
+//     FailureRule) exactly as Report does (which may strike: the
 //     strike is returned in Struck and the answer stays allowed), and a
 //     reservation record remembers what was added (see Reservation).
 //
