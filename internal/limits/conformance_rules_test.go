@@ -516,6 +516,9 @@ func confRejectsInvalid(t *testing.T, c *conf) {
 		{"failure limit 0", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Failures[0].Limit = 0 })}},
 		{"long distinct value", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Failures[0].Distinct = "123456789" })}},
 		{"pending key of a log rule", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Failures[0].Pending = c.key("pend", "invalid") })}},
+		{"pending key that is its own set", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) {
+			e.Failures[0].Distinct, e.Failures[0].Pending = "12345678", e.Failures[0].Key
+		})}},
 		{"pending key that is another rule's log", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) {
 			e.Failures = append(e.Failures, FailureRule{Key: c.key("set", "invalid"), Pending: e.Failures[0].Key, Distinct: "12345678",
 				Limit: 3, Window: time.Second, LockKey: e.Failures[0].LockKey})

@@ -169,8 +169,8 @@ func validateEscalation(esc *Escalation) error {
 		if f.Distinct != "" && len(f.Distinct) != DistinctBytes {
 			return fmt.Errorf("failure rule %d: distinct value of %d bytes: want %d", i, len(f.Distinct), DistinctBytes)
 		}
-		if f.Pending != "" && (f.Distinct == "" || f.Pending == f.Key) {
-			return fmt.Errorf("failure rule %d: a pending key belongs to a distinct rule, apart from its set", i)
+		if f.Pending != "" && f.Distinct == "" {
+			return fmt.Errorf("failure rule %d: a pending key belongs to a distinct rule", i)
 		}
 		if f.LockKey == "" {
 			return fmt.Errorf("failure rule %d: empty lock key", i)
@@ -186,12 +186,12 @@ func validateEscalation(esc *Escalation) error {
 				return fmt.Errorf("failure rule %d: key %q is failure rule %d's too: each failure rule has a log of its own", i, f.Key, j)
 			}
 		}
-		// A pending set is its rule's alone, and no rule's log or set: a
-		// reservation record names what it holds by key, and a store
-		// reads a key as one kind.
+		// A pending set is its rule's alone, and no rule's log or set (its
+		// own included): a reservation record names what it holds by key,
+		// and a store reads a key as one kind.
 		if f.Pending != "" {
 			for j := range esc.Failures {
-				if g := &esc.Failures[j]; j != i && (g.Key == f.Pending || g.Pending == f.Pending) {
+				if g := &esc.Failures[j]; g.Key == f.Pending || j != i && g.Pending == f.Pending {
 					return fmt.Errorf("failure rule %d: pending key %q is failure rule %d's too", i, f.Pending, j)
 				}
 			}
