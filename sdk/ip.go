@@ -20,8 +20,8 @@ import (
 // entry that is not a trusted proxy (everything left of it was written by
 // the client); entries with a port (203.0.113.5:1234, [2001:db8::5]:443)
 // count as their address; "unknown", empty and malformed entries are
-// skipped. Without a usable X-Forwarded-For entry, X-Real-IP; without
-// that, the peer. This is the rule Guard's forward-auth follows.
+// skipped. Without a usable X-Forwarded-For entry, X-Real-IP (its last
+// value when repeated); without that, the peer. This is the rule Guard's forward-auth follows.
 type IPExtractor struct {
 	trusted []netip.Prefix
 }
@@ -96,8 +96,11 @@ func (x *IPExtractor) ClientIP(r *http.Request) string {
 			return last.String()
 		}
 	}
-	if a, ok := parseHop(r.Header.Get("X-Real-IP")); ok {
-		return a.String()
+	if real := r.Header.Values("X-Real-IP"); len(real) > 0 {
+		// Repeated, the last value is the one the nearest proxy added.
+		if a, ok := parseHop(real[len(real)-1]); ok {
+			return a.String()
+		}
 	}
 	return peer.String()
 }

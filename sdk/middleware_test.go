@@ -57,6 +57,15 @@ func TestClientIP(t *testing.T) {
 			}
 		})
 	}
+	t.Run("repeated X-Real-IP: the last, the proxy's", func(t *testing.T) {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "10.0.0.1:80"
+		r.Header.Add("X-Real-IP", "203.0.113.66")
+		r.Header.Add("X-Real-IP", "198.51.100.8")
+		if got := x.ClientIP(r); got != "198.51.100.8" {
+			t.Errorf("ClientIP = %q; want 198.51.100.8", got)
+		}
+	})
 	var none *sdk.IPExtractor
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "10.0.0.1:1"

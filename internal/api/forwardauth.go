@@ -65,7 +65,9 @@ func (f forwardAuth) isTrusted(a netip.Addr) bool {
 // are believed only when the peer itself is a trusted proxy: then the
 // rightmost X-Forwarded-For address that is not a trusted proxy (the last
 // hop a trusted proxy saw; everything left of it is client-supplied), or,
-// without a usable X-Forwarded-For entry, X-Real-IP. Otherwise it is the
+// without a usable X-Forwarded-For entry, X-Real-IP (its last value when
+// it is repeated: a proxy that adds its own rather than replacing the
+// client's puts it after the forged one). Otherwise it is the
 // peer. Entries with a port (203.0.113.5:1234, [2001:db8::5]:443) count as
 // their address; "unknown" and empty entries are skipped; anything else
 // that is no address is bad input. The SDK's IPExtractor follows the same
@@ -102,7 +104,7 @@ func (f forwardAuth) clientIP(r *http.Request) (string, error) {
 			return leftmost.String(), nil
 		}
 	}
-	if real := strings.TrimSpace(r.Header.Get("X-Real-IP")); real != "" && !strings.EqualFold(real, "unknown") {
+	if real := lastValue(r.Header, "X-Real-IP"); real != "" && !strings.EqualFold(real, "unknown") {
 		a, err := parseHop(real)
 		if err != nil {
 			return "", badRequest("ip", "X-Real-IP holds an invalid address")
@@ -110,6 +112,16 @@ func (f forwardAuth) clientIP(r *http.Request) (string, error) {
 		return a.String(), nil
 	}
 	return addr.String(), nil
+}
+
+// lastValue is the last value of the header name in h, trimmed ("" when
+// there is none).
+func lastValue(h http.Header, name string) string {
+	v := h.Values(name)
+	if len(v) == 0 {
+		return ""
+	}
+	return strings.TrimSpace(v[len(v)-1])
 }
 
 // parseHop reads one address as proxies write it: as Guard reads

@@ -17,6 +17,7 @@ func TestForwardAuthClientIP(t *testing.T) {
 		peer    string
 		xff     []string
 		realIP  string
+		realIPs []string // added one by one
 		want    string
 		wantErr bool
 	}{
@@ -58,6 +59,8 @@ func TestForwardAuthClientIP(t *testing.T) {
 			xff: []string{"203.0.113.7, unknown, , UNKNOWN"}, want: "203.0.113.7"},
 		{name: "nothing usable in XFF: X-Real-IP", trusted: []string{"10.0.0.2"}, peer: "10.0.0.2:1",
 			xff: []string{"unknown, "}, realIP: "203.0.113.8:99", want: "203.0.113.8"},
+		{name: "repeated X-Real-IP: the last, the proxy's", trusted: []string{"10.0.0.2"}, peer: "10.0.0.2:1",
+			realIPs: []string{"203.0.113.66", "198.51.100.8"}, want: "198.51.100.8"},
 		{name: "nothing usable at all: peer", trusted: []string{"10.0.0.2"}, peer: "10.0.0.2:1",
 			xff: []string{"unknown"}, realIP: "unknown", want: "10.0.0.2"},
 		{name: "a port that is no port", trusted: []string{"10.0.0.2"}, peer: "10.0.0.2:1",
@@ -82,6 +85,9 @@ func TestForwardAuthClientIP(t *testing.T) {
 			}
 			if tt.realIP != "" {
 				r.Header.Set("X-Real-IP", tt.realIP)
+			}
+			for _, v := range tt.realIPs {
+				r.Header.Add("X-Real-IP", v)
 			}
 			got, err := fa.clientIP(r)
 			if tt.wantErr {

@@ -174,7 +174,7 @@ class Protector:
         ``challenge_answer`` and ``verdict.allowed`` false.
         """
         ip = self.ip.client_ip(request.peer, request.values("x-forwarded-for"),
-                               (request.values("x-real-ip") or [""])[0]) or None
+                               (request.values("x-real-ip") or [""])[-1]) or None
         device = None
         if self.device_cookie:
             for raw in request.values("cookie"):

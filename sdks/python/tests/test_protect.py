@@ -8,7 +8,7 @@ import unittest
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Sequence
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from guard_sdk import (Client, FailurePolicy, IPExtractor, Protector, Request, asgi_request, denial_message,
@@ -94,6 +94,24 @@ class ProtectorAgainstGuard(unittest.TestCase):
         self.assertEqual(status, 204, "another address is not locked")
         status, _, _ = post(url, {"email": "x" * 300})
         self.assertEqual(status, 400, "an identifier Guard refuses is the end client's 400")
+
+    def test_repeated_real_ip_takes_the_last(self) -> None:
+        # A proxy that adds its X-Real-IP instead of replacing the client's
+        # puts its own after the forged one.
+        seen: List[str] = []
+
+        class Recording(IPExtractor):
+            def client_ip(self, peer: str, forwarded_for: Sequence[str] = (), real_ip: str = "") -> str:
+                seen.append(real_ip)
+                return super().client_ip(peer, forwarded_for, real_ip)
+
+        srv = hanging()
+        self.addCleanup(srv.close)
+        client = Client(srv.url, "k", timeout=0.03)
+        self.addCleanup(client.close)
+        p = Protector(client, "login", ip=Recording(["10.0.0.0/8"]))
+        p.check(Request(peer="10.0.0.1", headers=[("X-Real-IP", "203.0.113.66"), ("x-real-ip", "198.51.100.8")]))
+        self.assertEqual(seen, ["198.51.100.8"])
 
     def test_failure_policies(self) -> None:
         srv = hanging()

@@ -12,7 +12,7 @@ export interface RequestLike {
  * the peer is a trusted proxy; then the client is the rightmost
  * X-Forwarded-For entry that is not a trusted proxy (entries with a port
  * count as their address; "unknown", empty and malformed entries are
- * skipped), else X-Real-IP, else the peer. With no proxies it answers the
+ * skipped), else X-Real-IP (its last value when repeated), else the peer. With no proxies it answers the
  * peer. Guard's forward-auth and the Go SDK follow the same rule.
  */
 export class IPExtractor {
@@ -59,7 +59,8 @@ export class IPExtractor {
       }
       if (leftmost) return leftmost;
     }
-    const real = parseHop(header(req, "x-real-ip")[0] ?? "");
+    // Repeated, the last X-Real-IP is the one the nearest proxy added.
+    const real = parseHop(header(req, "x-real-ip").at(-1) ?? "");
     return real || peer;
   }
 }
