@@ -117,6 +117,13 @@ func (g *Guard) adminTarget(dim string, s Subject, verb string) (dimIndex, ident
 	if err != nil {
 		return 0, id, err
 	}
+	// A phone_country or phone_prefix that is given must be valid whatever
+	// the dimension uses: bad input is an error, not ignored.
+	for _, pd := range [...]dimIndex{dimPhoneCountry, dimPhonePrefix} {
+		if _, _, err := g.phoneKeyOf(pd, s); err != nil {
+			return 0, id, err
+		}
+	}
 	needUser := d == dimUser || d == dimUserIP || d == dimUserDevice
 	needIP := d == dimIP || d == dimUserIP
 	needDevice := d == dimDevice || d == dimUserDevice

@@ -28,11 +28,20 @@ func TestManualLock(t *testing.T) {
 			{"too short", LockInput{Dimension: DimIP, Subject: subj("", ip, ""), Duration: 999 * time.Millisecond}, "duration_ms"},
 			{"too long", LockInput{Dimension: DimIP, Subject: subj("", ip, ""), Duration: 30*24*time.Hour + time.Millisecond}, "duration_ms"},
 			{"unknown ledger", LockInput{Dimension: DimIP, Subject: subj("", ip, ""), Duration: time.Hour, Ledger: "nope"}, "ledger"},
+			// Fields the dimension does not use are still input.
+			{"bad unused phone_country", LockInput{Dimension: DimIP, Subject: withPhoneKeys(subj("", ip, ""), "ZZZ", ""), Duration: time.Hour}, "phone_country"},
+			{"bad unused phone_prefix", LockInput{Dimension: DimIP, Subject: withPhoneKeys(subj("", ip, ""), "", "abc"), Duration: time.Hour}, "phone_prefix"},
 		}
 		for _, tt := range bad {
 			var ie *InputError
 			if _, err := g.Lock(ctx, tt.in); !errors.As(err, &ie) || ie.Field != tt.field {
 				t.Errorf("%s: Lock error = %v; want InputError field %s", tt.name, err, tt.field)
+			}
+			if tt.field == "duration_ms" {
+				continue // an unlock has no duration
+			}
+			if err := g.Unlock(ctx, UnlockInput{Dimension: tt.in.Dimension, Subject: tt.in.Subject, Ledger: tt.in.Ledger}); !errors.As(err, &ie) || ie.Field != tt.field {
+				t.Errorf("%s: Unlock error = %v; want InputError field %s", tt.name, err, tt.field)
 			}
 		}
 
@@ -244,4 +253,16 @@ func TestManualLockTwoStrikesAudit(t *testing.T) {
 			t.Errorf("audit lockout_until %v; want the manual end %v (the latest of the keys struck)", e.LockoutUntil, got[0].Until)
 		}
 	})
+}
+
+// withPhoneKeys is s with a phone_country and a phone_prefix, each set
+// when not "".
+func withPhoneKeys(s Subject, country, prefix string) Subject {
+	if country != "" {
+		s.PhoneCountry = &country
+	}
+	if prefix != "" {
+		s.PhonePrefix = &prefix
+	}
+	return s
 }
