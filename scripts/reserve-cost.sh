@@ -49,7 +49,10 @@ run() {
 
 printf '%-32s %12s\n' case "Ir/decision"
 for c in check check+reserve check+report-failure check+reserve+settle-failure \
-	check+report-success check+reserve+settle-success; do
+	check+report-success check+reserve+settle-success \
+	check+reserve+fresh-ip check+reserve+distinct \
+	check+reserve+settle-failure+fresh-ip check+reserve+distinct+settle-failure \
+	check+reserve+settle-success+fresh-ip check+reserve+distinct+settle-success; do
 	a=$(run "$c" "$N1")
 	b=$(run "$c" "$N2")
 	printf '%-32s %12d\n' "$c" $(((b - a) / (N2 - N1)))
