@@ -178,10 +178,28 @@ local function first(s, n, edge, w)
   return lo
 end
 
--- tohex is s in hexadecimal, unhex its inverse (reservation records keep
--- a pending set's values and tokens so: they may hold any byte).
-local function tohex(s) return (string.gsub(s, '.', function(ch) return string.format('%02x', sbyte(ch)) end)) end
-local function unhex(h) return (string.gsub(h, '%x%x', function(x) return string.char(tonumber(x, 16)) end)) end
+-- tohex is s in (lowercase) hexadecimal, unhex its inverse (reservation
+-- records keep a pending set's values and tokens so: they may hold any
+-- byte). Both are one string.gsub with a table of the 256 bytes, built
+-- once: a function per byte (a closure, a string.format and their
+-- garbage) cost a reserving check 61k of the 150k instructions a distinct
+-- failure rule added to it (docs/performance.md).
+local HEX, UNHEX
+local function hexTables()
+  HEX, UNHEX = {}, {}
+  for b = 0, 255 do
+    local c, h = string.char(b), string.format('%02x', b)
+    HEX[c], UNHEX[h] = h, c
+  end
+end
+local function tohex(s)
+  if not HEX then hexTables() end
+  return (string.gsub(s, '.', HEX))
+end
+local function unhex(h)
+  if not HEX then hexTables() end
+  return (string.gsub(h, '%x%x', UNHEX))
+end
 
 -- raw caches the keys read in this call outside a check's one MGET:
 -- key -> value (false: absent). Reads of other keys (a strike's lock
