@@ -119,7 +119,7 @@ func NewRedisClient(cfg RedisConfig, budget time.Duration) (redis.UniversalClien
 		// during a resharding step fail over to the fallback.
 		o := &redis.ClusterOptions{
 			Addrs: cfg.Cluster, Username: cfg.Username, Password: cfg.Password, TLSConfig: tlsConfig,
-			ContextTimeoutEnabled: true, MaxRetries: -1, MaxRedirects: -1,
+			ContextTimeoutEnabled: true, MaxRetries: -1, MaxRedirects: -1, Protocol: resp,
 		}
 		timeouts(&o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, &o.DialTimeout)
 		return redis.NewClusterClient(o), nil
@@ -130,7 +130,7 @@ func NewRedisClient(cfg RedisConfig, budget time.Duration) (redis.UniversalClien
 		o := &redis.FailoverOptions{
 			MasterName: cfg.Sentinel.Master, SentinelAddrs: cfg.Sentinel.Addrs,
 			Username: cfg.Username, Password: cfg.Password, TLSConfig: tlsConfig,
-			ContextTimeoutEnabled: true, MaxRetries: -1,
+			ContextTimeoutEnabled: true, MaxRetries: -1, Protocol: resp,
 		}
 		timeouts(&o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, &o.DialTimeout)
 		return redis.NewFailoverClient(o), nil
@@ -141,11 +141,20 @@ func NewRedisClient(cfg RedisConfig, budget time.Duration) (redis.UniversalClien
 		}
 		o.ContextTimeoutEnabled = true
 		o.MaxRetries = -1
+		if o.Protocol == 0 { // unless the URL says ?protocol=
+			o.Protocol = resp
+		}
 		timeouts(&o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, &o.DialTimeout)
 		return redis.NewClient(o), nil
 	}
 	return nil, errors.New("redis: nothing configured")
 }
+
+// resp is the protocol Guard's clients speak: RESP2. Guard uses nothing of
+// RESP3 (no client-side caching, no push messages), and on RESP3 go-redis
+// looks for pending push notifications before every reply it reads, 1–1.5%
+// of Guard's CPU under the bench's load (docs/performance.md).
+const resp = 2
 
 // CheckURL reports what NewRedisClient would refuse in cfg's URL: one it
 // cannot parse, or credentials and TLS that contradict the URL (see
