@@ -109,7 +109,8 @@ func (ps *problems) add(e PolicyError) {
 // unknown algorithms, an algorithm but log on a failure or distinct rule, a
 // distinct field other than user or device or within the dimension, windows below 1ms or not in whole milliseconds, two rules
 // of one action on one dimension without distinct names, duplicate rule
-// names, failures without a ladder, count_denials without failures, unknown
+// names, a distinct attempt rule sharing the set of a distinct failure
+// rule that reserve_failures reaches, failures without a ladder, count_denials without failures, unknown
 // on_store_failure values and malformed names or list entries. Every
 // problem is reported: the error joins one *PolicyError per problem
 // (errors.As finds the first). Validate modifies p in place; it is safe to
@@ -130,6 +131,7 @@ func (p *Policy) Validate() error {
 		validateAction(&ps, name, &a)
 		p.Actions[name] = a
 	}
+	validateReservedSets(&ps, p, names)
 	validateList(&ps, "allow", &p.Allow)
 	validateList(&ps, "deny", &p.Deny)
 	return errors.Join(ps...)
@@ -198,6 +200,35 @@ func validateAction(ps *problems, name string, a *Action) {
 }
 
 // checkDuration is the rule for windows and ladder steps.
+// validateReservedSets refuses an attempt rule that shares its name and
+// dimension, and so its distinct set, with a distinct failure rule that reserve_failures
+// reaches: the reservations hold their values in the failure rule's
+// pending set, which only failure rules count, so the attempt rule would
+// count fewer values than are held.
+func validateReservedSets(ps *problems, p *Policy, names []string) {
+	type set struct{ name, dim string }
+	reserved := map[set]string{} // a set -> an action that reserves it
+	for _, name := range names {
+		a := p.Actions[name]
+		if !a.ReserveFailures {
+			continue
+		}
+		for _, r := range a.Failures {
+			if k := (set{r.Name, r.Dimension}); r.Distinct != "" && reserved[k] == "" {
+				reserved[k] = name
+			}
+		}
+	}
+	for _, name := range names {
+		for i, r := range p.Actions[name].Limits {
+			if by := reserved[set{r.Name, r.Dimension}]; by != "" && r.Distinct != "" {
+				ps.add(PolicyError{Action: name, Section: "limits", Index: i, Field: "name",
+					Message: fmt.Sprintf("rule name %q is a distinct failure rule's in action %q, whose reserve_failures holds values that an attempt rule would not count; give this rule another name", r.Name, by)})
+			}
+		}
+	}
+}
+
 func checkDuration(d time.Duration) string {
 	switch {
 	case d < time.Millisecond:

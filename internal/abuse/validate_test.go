@@ -236,3 +236,29 @@ func TestValidateNamesLadderSteps(t *testing.T) {
 		t.Errorf("Validate() = %q, want %q", got, want)
 	}
 }
+
+// An attempt rule may not share a distinct set with a failure rule that a
+// reservation reaches (it would not count the held values); on another
+// dimension, or without the reservation, the name is free.
+func TestValidateReservedDistinctSetNotShared(t *testing.T) {
+	ladder := Lockout{Ladder: []time.Duration{time.Minute}}
+	policy := func(reserve bool, attemptDim string) Policy {
+		return Policy{Actions: map[string]Action{
+			"login": {Limits: []Rule{{Name: "spray", Dimension: attemptDim, Distinct: DimUser, Limit: 10, Window: time.Hour}}},
+			"signup": {ReserveFailures: reserve, Lockout: ladder,
+				Failures: []Rule{{Name: "spray", Dimension: DimIP, Distinct: DimUser, Limit: 5, Window: time.Hour}}},
+		}}
+	}
+	p := policy(true, DimIP)
+	err := p.Validate()
+	var pe *PolicyError
+	if !errors.As(err, &pe) || pe.Action != "login" || pe.Section != "limits" || pe.Index != 0 || pe.Field != "name" ||
+		!strings.Contains(err.Error(), `action "signup"`) {
+		t.Fatalf("Validate() = %v; want login limits[0].name naming signup", err)
+	}
+	for _, ok := range []Policy{policy(false, DimIP), policy(true, DimDevice)} {
+		if err := ok.Validate(); err != nil {
+			t.Errorf("Validate() = %v; want nil", err)
+		}
+	}
+}
