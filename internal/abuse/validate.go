@@ -107,11 +107,12 @@ func (ps *problems) add(e PolicyError) {
 // neither limits nor failures, unknown dimensions, limits outside
 // 1..MaxRuleLimit (MaxCounterLimit, MaxDistinctLimit for those kinds),
 // unknown algorithms, an algorithm but log on a failure or distinct rule, a
-// distinct field other than user or device or within the dimension, windows below 1ms or not in whole milliseconds, two rules
-// of one action on one dimension without distinct names, duplicate rule
-// names, a distinct attempt rule sharing the set of a distinct failure
-// rule that reserve_failures reaches, failures without a ladder, count_denials without failures, unknown
-// on_store_failure values and malformed names or list entries. Every
+// distinct field other than user or device or within the dimension, windows
+// below 1ms or not in whole milliseconds, two rules of one action on one
+// dimension without distinct names, duplicate rule names, a distinct attempt
+// rule sharing the set of a distinct failure rule that reserve_failures
+// reaches, failures without a ladder, count_denials without failures,
+// unknown on_store_failure values and malformed names or list entries. Every
 // problem is reported: the error joins one *PolicyError per problem
 // (errors.As finds the first). Validate modifies p in place; it is safe to
 // call again on its own result. It is the policy's only validation: the
@@ -201,10 +202,10 @@ func validateAction(ps *problems, name string, a *Action) {
 
 // checkDuration is the rule for windows and ladder steps.
 // validateReservedSets refuses an attempt rule that shares its name and
-// dimension, and so its distinct set, with a distinct failure rule that reserve_failures
-// reaches: the reservations hold their values in the failure rule's
-// pending set, which only failure rules count, so the attempt rule would
-// count fewer values than are held.
+// dimension, and so its distinct set, with a distinct failure rule that
+// reserve_failures reaches: the reservations hold their values in the
+// failure rule's pending set, which only failure rules count, so the
+// attempt rule would count fewer values than are held.
 func validateReservedSets(ps *problems, p *Policy, names []string) {
 	type set struct{ name, dim string }
 	reserved := map[set]string{} // a set -> an action that reserves it

@@ -71,7 +71,7 @@ func BenchmarkRedisReserve(b *testing.B) {
 					Ladder: []time.Duration{time.Minute, 5 * time.Minute}, Decay: 72 * time.Hour,
 				}
 				if tc.distinct {
-					esc.Failures = append(esc.Failures, FailureRule{Key: ip + "f:otp_verify/ip/distinct-user/failures",
+					esc.Failures = append(esc.Failures, FailureRule{Key: ip + "d:otp_verify/ip/distinct-user/failures",
 						Pending: ip + "q:otp_verify/ip/distinct-user/failures", Distinct: u[len(prefix)+1 : len(prefix)+9], // 8 bytes, as abuse sends
 						Limit: 20, Window: time.Hour, LockKey: ip + "k:auth:ip", Indexes: []string{ip + "x"},
 						Info: "auth|ip|" + ip[len(prefix)+1:len(ip)-1] + "||"})
