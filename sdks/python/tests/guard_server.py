@@ -65,7 +65,8 @@ audit: {{flush_interval: 10ms}}
                 elif not found.is_set():
                     log.append(line)
 
-        threading.Thread(target=read, daemon=True).start()
+        self.reader = threading.Thread(target=read, daemon=True)
+        self.reader.start()
         if not found.wait(20):
             self.stop()
             raise RuntimeError("guard did not start:\n" + "".join(log))
@@ -78,6 +79,11 @@ audit: {{flush_interval: 10ms}}
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        # The reader ends at the pipe's end, once the process is gone; then
+        # the pipe is closed (else Python warns of an unclosed file).
+        self.reader.join(5)
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
         shutil.rmtree(self.dir, True)
 
 

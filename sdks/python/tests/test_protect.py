@@ -71,6 +71,7 @@ class ProtectorAgainstGuard(unittest.TestCase):
         seen: List[Any] = []
         p = Protector(client, "login", ip=IPExtractor(["127.0.0.1"]), device_cookie="dev")
         url, httpd = serve(login_app(p, seen))
+        self.addCleanup(httpd.server_close)
         self.addCleanup(httpd.shutdown)
 
         status, _, _ = post(url, {"email": "Uma@Example.com"}, {"X-Forwarded-For": "198.51.100.80", "Cookie": "a=1; dev=d-cookie"})
