@@ -130,3 +130,34 @@ func TestNewRedisClientURLCredentials(t *testing.T) {
 		}
 	}
 }
+
+// Guard's clients speak RESP2 unless the URL asks for another protocol.
+func TestNewRedisClientProtocol(t *testing.T) {
+	for url, want := range map[string]int{"redis://127.0.0.1:6379/0": 2, "redis://127.0.0.1:6379/0?protocol=3": 3} {
+		c, err := NewRedisClient(RedisConfig{URL: url}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.(*redis.Client).Options().Protocol; got != want {
+			t.Errorf("%s: protocol %d; want %d", url, got, want)
+		}
+		c.Close()
+	}
+	for _, cfg := range []RedisConfig{{Cluster: []string{"127.0.0.1:7000"}}, {Sentinel: &SentinelConfig{Master: "m", Addrs: []string{"127.0.0.1:26379"}}}} {
+		c, err := NewRedisClient(cfg, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got int
+		switch c := c.(type) {
+		case *redis.ClusterClient:
+			got = c.Options().Protocol
+		case *redis.Client:
+			got = c.Options().Protocol
+		}
+		if got != 2 {
+			t.Errorf("%+v: protocol %d; want 2", cfg, got)
+		}
+		c.Close()
+	}
+}
