@@ -981,7 +981,7 @@ local function run(keys, args)
           if f.pend then X.unhold(f.pend, held[f.pend]) elseif f.member == '' then X.unhold(f.key, held[f.key]) end
         end
       end
-      for i = 1, nC do redis.call('DEL', KEYS[cb + i]) end
+      if nC > 0 then redis.call('DEL', tunpack(KEYS, cb + 1, cb + nC)) end -- one command for them all
       if trustKey and ttl > 0 then
         redis.call('SET', trustKey, now + ttl, 'PX', ttl + 1000)
         trusted = true
