@@ -21,7 +21,8 @@ import (
 // the client); entries with a port (203.0.113.5:1234, [2001:db8::5]:443)
 // count as their address; "unknown", empty and malformed entries are
 // skipped. Without a usable X-Forwarded-For entry, X-Real-IP (its last
-// value when repeated); without that, the peer. This is the rule Guard's forward-auth follows.
+// value when repeated); without that, the peer. This is the rule Guard's
+// forward-auth follows.
 type IPExtractor struct {
 	trusted []netip.Prefix
 }

@@ -12,8 +12,9 @@ export interface RequestLike {
  * the peer is a trusted proxy; then the client is the rightmost
  * X-Forwarded-For entry that is not a trusted proxy (entries with a port
  * count as their address; "unknown", empty and malformed entries are
- * skipped), else X-Real-IP (its last value when repeated), else the peer. With no proxies it answers the
- * peer. Guard's forward-auth and the Go SDK follow the same rule.
+ * skipped), else X-Real-IP (its last value when repeated), else the peer.
+ * With no proxies it answers the peer. Guard's forward-auth and the Go SDK
+ * follow the same rule.
  */
 export class IPExtractor {
   private readonly trusted = new BlockList();
