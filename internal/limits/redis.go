@@ -362,7 +362,7 @@ func (s *RedisStore) Unlock(ctx context.Context, req *UnlockRequest) (bool, erro
 	if len(calls) == 0 {
 		return false, nil
 	}
-	if err := s.batch.run(ctx, calls); err != nil {
+	if err := s.batch.runHere(ctx, calls); err != nil {
 		return false, redisError("call unlock function", err)
 	}
 	active := false

@@ -108,6 +108,24 @@ func (b *batcher) work() {
 	}
 }
 
+// runHere sends calls on the caller's goroutine, as one batch of their
+// own, bounded by ctx. Admin calls (an unlock) go this way: queued among
+// decisions, a call with a 2 s deadline would hold a worker, and with it
+// the decisions behind it, for that long on a Redis that hangs.
+func (b *batcher) runHere(ctx context.Context, calls []*pending) error {
+	select {
+	case <-b.stop:
+		return errBatcherClosed
+	default:
+	}
+	for _, c := range calls {
+		c.ctx = ctx
+		c.done = make(chan struct{})
+	}
+	b.exec(calls)
+	return ctx.Err()
+}
+
 // exec sends one batch. Its deadline is the latest of its calls' (each
 // caller stops waiting at its own); a call whose caller has gone is
 // dropped before sending.
