@@ -92,9 +92,12 @@ var ErrWriterClosed = errors.New("audit writer closed")
 // Durability: an event is durable once it is in the store or the spool has
 // been fsynced. A crash therefore loses at most what was Recorded in the
 // last FlushInterval plus the batches being written (with the store up:
-// up to MaxInFlight batches not yet committed; with the store down:
-// spool records not yet fsynced, also at most one FlushInterval old), plus
-// any queue backlog if the writer had fallen behind. Close loses nothing.
+// up to MaxInFlight batches not yet committed, none in flight for longer
+// than two FlushIntervals: a write that takes longer has its batch copied
+// to the spool, and the events after it follow it there until the store
+// answers; with the store down: spool records not yet fsynced, also at
+// most one FlushInterval old), plus any queue backlog if the writer had
+// fallen behind. Close loses nothing.
 type Writer struct {
 	logger *slog.Logger
 	cfg    WriterConfig
@@ -123,6 +126,7 @@ type Writer struct {
 	lastProbe time.Time   // writer goroutine only
 	probe     chan error  // a ping in flight while the store is down; writer goroutine only
 	inflight  []*inflight // writes in flight, oldest first; writer goroutine only
+	secured   []*inflight // writes in flight whose batches are spooled (secure); writer goroutine only
 	free      [][]Event   // batch arrays to reuse; writer goroutine only
 	upEpoch   uint64      // how often the store came back; writer goroutine only
 

@@ -36,10 +36,102 @@ type freshInserter interface {
 
 // inflight is a batch being written by its own goroutine.
 type inflight struct {
-	batch []Event
-	done  chan writeResult // buffered: the goroutine never waits for the loop
-	epoch uint64           // Writer.upEpoch when the write started
-	res   *writeResult     // received from done ahead of its turn
+	batch   []Event
+	done    chan writeResult // buffered: the goroutine never waits for the loop
+	epoch   uint64           // Writer.upEpoch when the write started
+	started time.Time        // when the write started
+	res     *writeResult     // received from done ahead of its turn
+}
+
+// wait waits for f's write until it has been in flight for secureAfter and
+// reports whether its result is in (f.res); the caller secures the writes
+// in flight when it is not.
+func (w *Writer) wait(f *inflight) bool {
+	if f.res != nil {
+		return true
+	}
+	left := time.Until(f.started.Add(w.secureAfter()))
+	if left > 0 {
+		t := time.NewTimer(left)
+		defer t.Stop()
+		select {
+		case r := <-f.done:
+			f.res = &r
+			return true
+		case <-t.C:
+			return false
+		}
+	}
+	select {
+	case r := <-f.done:
+		f.res = &r
+		return true
+	default:
+		return false
+	}
+}
+
+// secureAfter is how long a write of new events may be in flight before
+// its batch is copied into the spool: a store that hangs (a network
+// partition, a lock) would otherwise keep those events, and the queue
+// behind them, in memory only until InsertTimeout, beyond the crash loss
+// bound of one FlushInterval.
+func (w *Writer) secureAfter() time.Duration {
+	return 2 * w.cfg.FlushInterval
+}
+
+// secure copies the batches of the writes in flight, oldest first, into
+// the spool as maybe stored and moves those writes to w.secured: the loop
+// goes on without their results (new batches go to the spool behind them,
+// since it is not empty now), and a write's result, when it comes, only
+// tells whether the store is up (settle); the events themselves are
+// counted when the spool's replay writes them or finds them stored. A
+// batch the spool has no room for stays in flight.
+func (w *Writer) secure() {
+	if w.spool == nil {
+		return
+	}
+	for len(w.inflight) > 0 {
+		f := w.inflight[0]
+		if f.res == nil {
+			select {
+			case r := <-f.done:
+				f.res = &r
+			default:
+			}
+		}
+		if f.res != nil {
+			w.complete(*f.res)
+			continue
+		}
+		if _, _, err := w.spool.add(f.batch, true); err != nil {
+			// In part, maybe: those records are harmless duplicates of a
+			// write that is still in flight, written or skipped on replay.
+			w.spoolError(err)
+			return
+		}
+		w.logger.Warn("audit store slow: a batch in flight was spooled", "events", len(f.batch),
+			"in_flight_for", time.Since(f.started).Round(time.Millisecond).String())
+		w.queued.Add(-int64(len(f.batch)))
+		w.inflight[0] = nil
+		w.inflight = w.inflight[1:]
+		w.secured = append(w.secured, f)
+	}
+}
+
+// settle takes the result of the oldest secured write: whether the store
+// is up. Its events are in the spool either way.
+func (w *Writer) settle(r writeResult) {
+	f := w.secured[0]
+	w.secured[0] = nil
+	w.secured = w.secured[1:]
+	w.release(f.batch)
+	switch {
+	case r.err == nil:
+		w.markUp()
+	case f.epoch == w.upEpoch && w.ctx.Err() == nil:
+		w.markDown(r.err)
+	}
 }
 
 // result waits for f's write (unless received already) and returns it.
@@ -70,9 +162,12 @@ func (w *Writer) run() {
 		for len(w.inflight) > 0 && w.inflight[0].res != nil {
 			w.complete(*w.inflight[0].res)
 		}
-		var oldest chan writeResult
+		var oldest, oldestSecured chan writeResult
 		if len(w.inflight) > 0 {
 			oldest = w.inflight[0].done
+		}
+		if len(w.secured) > 0 {
+			oldestSecured = w.secured[0].done
 		}
 		select {
 		case e := <-w.q:
@@ -93,6 +188,8 @@ func (w *Writer) run() {
 			close(req)
 		case r := <-oldest:
 			w.complete(r)
+		case r := <-oldestSecured:
+			w.settle(r)
 		case err := <-w.probe:
 			w.probed(err)
 		case <-ticker.C:
@@ -130,6 +227,12 @@ func (w *Writer) release(batch []Event) {
 // while the store is down or older events still wait there.
 func (w *Writer) flush(batch []Event) {
 	for len(w.inflight) >= w.cfg.MaxInFlight {
+		if !w.wait(w.inflight[0]) {
+			w.secure()
+			if len(w.inflight) < w.cfg.MaxInFlight {
+				break
+			}
+		}
 		w.complete(w.inflight[0].result())
 	}
 	if w.spool != nil {
@@ -152,14 +255,21 @@ func (w *Writer) flush(batch []Event) {
 			batch = rest
 		}
 	}
-	f := &inflight{batch: batch, done: make(chan writeResult, 1), epoch: w.upEpoch}
+	f := &inflight{batch: batch, done: make(chan writeResult, 1), epoch: w.upEpoch, started: time.Now()}
 	w.inflight = append(w.inflight, f)
 	go func() { f.done <- w.write(batch, true) }()
 }
 
-// drain waits for every write in flight and applies its result.
+// drain waits for every write in flight and applies its result; a write
+// in flight for secureAfter is secured instead (see secure), so the loop
+// never waits on a hanging store for long.
 func (w *Writer) drain() {
 	for len(w.inflight) > 0 {
+		if !w.wait(w.inflight[0]) {
+			if w.secure(); len(w.inflight) == 0 {
+				return
+			}
+		}
 		w.complete(w.inflight[0].result())
 	}
 }
@@ -213,18 +323,17 @@ func (w *Writer) complete(r writeResult) {
 }
 
 // laterWriteSucceeded waits for the writes in flight started after the
-// failed one (they run at the same time, so at most InsertTimeout) and
+// failed one (each until it has been in flight for secureAfter) and
 // reports whether one succeeded: then the store is up and only that write
 // failed (a dead pooled connection, say), which is no outage to report.
 // Their results are applied in their turn.
 func (w *Writer) laterWriteSucceeded() bool {
-	ok := false
 	for _, g := range w.inflight {
-		if g.result().err == nil {
-			ok = true
+		if w.wait(g) && g.res.err == nil {
+			return true
 		}
 	}
-	return ok
+	return false
 }
 
 // applied counts a successful write and reports the store up.
@@ -304,12 +413,15 @@ func (w *Writer) toSpool(batch []Event, maybeStored bool) []Event {
 	return rest
 }
 
-// tick runs every FlushInterval: group fsync of the spool, and replay when
-// events wait there, or, while the store is down, a probe every
-// RetryInterval.
+// tick runs every FlushInterval: writes in flight for secureAfter secured,
+// group fsync of the spool, and replay when events wait there, or, while
+// the store is down, a probe every RetryInterval.
 func (w *Writer) tick() {
 	if w.spool == nil {
 		return
+	}
+	if len(w.inflight) > 0 && time.Since(w.inflight[0].started) >= w.secureAfter() {
+		w.secure()
 	}
 	switch wrote, err := w.spool.sync(); {
 	case err != nil:
@@ -372,6 +484,12 @@ func (w *Writer) probed(err error) {
 // that fails is spooled before the replay reads.
 func (w *Writer) replay(deadline time.Time) {
 	w.drain()
+	if len(w.secured) > 0 {
+		// Writes that were secured have not answered yet: the store is
+		// hanging, or just slow, and a replay's write would wait on the
+		// loop's goroutine. Their results tell first.
+		return
+	}
 	type job struct {
 		b    spoolBatch
 		done chan writeResult
@@ -465,6 +583,10 @@ func (w *Writer) finish(batch []Event) {
 		w.flush(batch)
 	}
 	w.drain()
+	for len(w.secured) > 0 {
+		// Bounded by InsertTimeout, or Close's deadline (w.ctx).
+		w.settle(w.secured[0].result())
+	}
 	if w.spool == nil {
 		return
 	}

@@ -3,6 +3,8 @@ package audit
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -432,4 +434,95 @@ func TestWriterProbesHangingStoreWithoutWrites(t *testing.T) {
 				w.PostgresUp(), w.Backlog(), s.Len(), len(evs))
 		}
 	})
+}
+
+// spooledOnDisk counts the records in the spool file as a process started
+// after a crash would find them: what the writer has written to the file,
+// not what its buffer holds.
+func spooledOnDisk(t *testing.T, dir string) int {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, spoolFileName))
+	if err != nil {
+		t.Fatalf("open spool: %v", err)
+	}
+	defer f.Close()
+	res, err := scanSpool(f, nil)
+	if err != nil {
+		t.Fatalf("scan spool: %v", err)
+	}
+	return res.records
+}
+
+// A write that does not answer keeps neither its batch nor the queue behind
+// it in memory only: once it has been in flight for two FlushIntervals its
+// batch is copied to the spool, new events follow it there, and a crash
+// from then on loses at most the last FlushInterval, as with the store
+// down, rather than everything recorded until InsertTimeout ends the write.
+// Whether the write failed in the end or stored its batch after all, the
+// replay leaves every event stored once and counted once.
+func TestWriterSpoolsWritesThatDoNotAnswer(t *testing.T) {
+	const flush, timeout = 10 * time.Millisecond, 5 * time.Second
+	for _, tt := range []struct {
+		name  string
+		store func(*MemoryStore) Store
+		heal  func(Store)
+	}{
+		{"hanging until timeout", func(m *MemoryStore) Store {
+			s := &hangingStore{MemoryStore: m}
+			s.hang.Store(true)
+			return s
+		}, func(s Store) { s.(*hangingStore).hang.Store(false) }},
+		{"slow, then stored", func(m *MemoryStore) Store {
+			f := newFlakyStore()
+			f.MemoryStore = m
+			s := &slowStore{flakyStore: f, delay: time.Second}
+			s.slow.Store(true)
+			return s
+		}, func(s Store) { s.(*slowStore).slow.Store(false) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := NewMemoryStore(0)
+				s := tt.store(mem)
+				dir := t.TempDir()
+				var written atomic.Int64
+				w := newTestWriter(t, WriterConfig{BatchSize: 5, FlushInterval: flush, MaxInFlight: 2,
+					RetryInterval: 20 * time.Millisecond, InsertTimeout: timeout, SpoolDir: dir}, s,
+					WriterHooks{OnWritten: func(n int) { written.Add(int64(n)) }})
+				evs := genEvents("sl", 40, time.Now(), time.Millisecond)
+				for _, e := range evs[:10] { // two batches, both in flight
+					w.Record(e)
+				}
+				time.Sleep(3 * flush)
+				synctest.Wait()
+				if got := spooledOnDisk(t, dir); got != 10 {
+					t.Fatalf("after 3 flush intervals of writes in flight: %d events spooled on disk, want 10", got)
+				}
+				for _, e := range evs[10:] {
+					w.Record(e)
+					time.Sleep(flush / 5)
+				}
+				time.Sleep(2 * flush)
+				synctest.Wait()
+				if got, st := spooledOnDisk(t, dir), w.Stats(); got != len(evs) || st.Queued != 0 {
+					t.Fatalf("later events: %d spooled on disk, %d queued; want %d and 0", got, st.Queued, len(evs))
+				}
+				if got := w.Backlog(); got != len(evs) {
+					t.Errorf("backlog %d, want %d (each event counted once)", got, len(evs))
+				}
+				tt.heal(s)
+				time.Sleep(timeout + time.Second)
+				synctest.Wait()
+				if !w.PostgresUp() || w.Backlog() != 0 {
+					t.Fatalf("after the writes ended: up %v, backlog %d; want up and 0", w.PostgresUp(), w.Backlog())
+				}
+				if got := mem.Len(); got != len(evs) {
+					t.Errorf("stored %d events, want %d, each once", got, len(evs))
+				}
+				if got := written.Load(); got != int64(len(evs)) {
+					t.Errorf("OnWritten counted %d events, want %d", got, len(evs))
+				}
+			})
+		})
+	}
 }
