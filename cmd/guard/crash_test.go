@@ -4,107 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/guardhq/guard/internal/testenv"
 	"github.com/guardhq/guard/sdk"
 )
-
-// partition is a TCP proxy to a real server that can stop carrying bytes,
-// in both directions and for new connections too, as a network partition
-// does: the server neither answers nor refuses.
-type partition struct {
-	ln     net.Listener
-	target string
-
-	mu    sync.Mutex
-	open  chan struct{} // closed while bytes flow
-	conns []net.Conn
-}
-
-func newPartition(t *testing.T, target string) *partition {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	p := &partition{ln: ln, target: target, open: make(chan struct{})}
-	close(p.open)
-	t.Cleanup(p.close)
-	go p.accept()
-	return p
-}
-
-func (p *partition) addr() string { return p.ln.Addr().String() }
-
-func (p *partition) accept() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, c, s)
-		p.mu.Unlock()
-		go p.pipe(c, s)
-		go p.pipe(s, c)
-	}
-}
-
-// pipe copies from src to dst, holding each chunk while partitioned.
-func (p *partition) pipe(src, dst net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			p.mu.Lock()
-			open := p.open
-			p.mu.Unlock()
-			<-open
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			dst.Close()
-			return
-		}
-	}
-}
-
-// cut stops every byte from now on.
-func (p *partition) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.open = make(chan struct{})
-}
-
-// close ends the proxy and its connections (the held bytes are lost, as
-// the connections of a partition end by timeout).
-func (p *partition) close() {
-	p.ln.Close()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	select {
-	case <-p.open:
-	default:
-		close(p.open)
-	}
-}
 
 // readyBacklog reads audit_backlog from /readyz.
 func readyBacklog(t *testing.T, base string) int {
@@ -138,9 +46,9 @@ func TestCrashWhilePostgresHangsKeepsDecisions(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parse database URL: %v", err)
 	}
-	part := newPartition(t, u.Host)
+	part := testenv.NewFreezeProxy(t, u.Host)
 	viaProxy := *u
-	viaProxy.Host = part.addr()
+	viaProxy.Host = part.Addr()
 	spool := t.TempDir()
 	env := map[string]string{
 		"GUARD_REDIS_URL":    redisURL,
@@ -167,7 +75,7 @@ func TestCrashWhilePostgresHangsKeepsDecisions(t *testing.T) {
 		return readyBacklog(t, p.base) == 0
 	}, p)
 
-	part.cut()
+	part.Freeze()
 	start := time.Now()
 	for i := 100; i < 400; i++ { // 8 batches of 50, over about half a second
 		check(i)
@@ -183,7 +91,7 @@ func TestCrashWhilePostgresHangsKeepsDecisions(t *testing.T) {
 		t.Fatalf("kill guard: %v", err)
 	}
 	p.wait(10 * time.Second)
-	part.close()
+	part.Close()
 
 	env["GUARD_DATABASE_URL"] = dbURL
 	again := startGuardProcess(t, e2eConfig(spool), env)

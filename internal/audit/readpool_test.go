@@ -3,7 +3,6 @@ package audit
 import (
 	"context"
 	"errors"
-	"net"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/guardhq/guard/internal/testenv"
 )
 
 // openTestPostgres is OpenPostgres on the package's test database (or on
@@ -115,16 +116,16 @@ func TestReadOnFrozenPostgresTimesOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	px := newFreezeProxy(t, u.Host)
-	u.Host = px.addr()
+	px := testenv.NewFreezeProxy(t, u.Host)
+	u.Host = px.Addr()
 	s := openTestPostgres(t, PostgresConfig{URL: u.String(), ReadTimeout: 300 * time.Millisecond})
-	t.Cleanup(px.close) // before s.Close: a frozen connection never says goodbye
+	t.Cleanup(px.Close) // before s.Close: a frozen connection never says goodbye
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := s.Query(ctx, Filter{Limit: 1}); err != nil {
 		t.Fatalf("read through the proxy: %v", err)
 	}
-	px.freeze()
+	px.Freeze()
 	t0 := time.Now()
 	_, err = s.Query(ctx, Filter{Limit: 1})
 	took := time.Since(t0)
@@ -136,71 +137,5 @@ func TestReadOnFrozenPostgresTimesOut(t *testing.T) {
 	}
 	if took > 5*time.Second {
 		t.Errorf("read from a frozen Postgres took %v, want about 1.3s", took)
-	}
-}
-
-// freezeProxy forwards TCP to a real server until freeze, after which it
-// keeps every connection open and forwards nothing: a server that stopped
-// answering.
-type freezeProxy struct {
-	ln     net.Listener
-	frozen atomic.Bool
-	mu     sync.Mutex
-	conns  []net.Conn
-}
-
-func newFreezeProxy(t *testing.T, target string) *freezeProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &freezeProxy{ln: ln}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, up)
-			p.mu.Unlock()
-			go p.pipe(c, up)
-			go p.pipe(up, c)
-		}
-	}()
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *freezeProxy) close() {
-	p.ln.Close()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-}
-
-func (p *freezeProxy) addr() string { return p.ln.Addr().String() }
-func (p *freezeProxy) freeze()      { p.frozen.Store(true) }
-
-func (p *freezeProxy) pipe(dst, src net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 && !p.frozen.Load() {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
 	}
 }
