@@ -35,6 +35,7 @@ func commands() []command {
 		{"backtest", "replay the audit trail through a candidate config and show what changes", runBacktest},
 		{"bench", "measure decisions/s on Redis: Guard.Check in process and the HTTP API", runBench},
 		{"health", "ask a running Guard whether it is alive or ready (for container health checks)", runHealth},
+		{"redis", "delete the Redis function libraries of other Guard versions (redis prune)", runRedis},
 		{"version", "print guard's version (also --version)", nil},
 		{"help", "describe guard or one command", nil},
 	}

@@ -1,10 +1,13 @@
 package limits
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -19,8 +22,8 @@ import (
 // The library and its one function are named guard_<version>, the version
 // a hash of the source, so Guard instances of different versions share a
 // Redis during a rolling upgrade, each calling its own library. A library
-// that no instance calls any more stays until FUNCTION DELETE
-// (docs/redis.md); it holds no data.
+// that no instance calls any more stays until FUNCTION DELETE or `guard
+// redis prune` (PruneFunctionLibraries, docs/redis.md); it holds no data.
 type redisFunc struct {
 	name string
 	code string
@@ -90,4 +93,83 @@ func functionMissing(err error) bool {
 	}
 	var rerr redis.Error
 	return errors.As(err, &rerr) && strings.Contains(rerr.Error(), "Function not found")
+}
+
+// FunctionLibrary is the name of this build's function library in Redis.
+func FunctionLibrary() string { return newRedisFunc(redisSource).name }
+
+// LibraryPrune is one Guard function library found on one Redis node by
+// PruneFunctionLibraries.
+type LibraryPrune struct {
+	Node    string // the node's address ("" on a single Redis or Sentinel's master)
+	Library string
+	Current bool // this build's library: kept
+	Deleted bool
+}
+
+// PruneFunctionLibraries deletes the function libraries of other Guard
+// versions (guard_ and 16 hexadecimal digits; no other library) from
+// Redis, on Cluster from every master, and reports every Guard library it
+// found; with dryRun it deletes nothing. A Guard of another version still
+// running loads its library again on its next call ("Function not found"),
+// so pruning early costs such an instance one reload, not a decision.
+func PruneFunctionLibraries(ctx context.Context, c redis.UniversalClient, dryRun bool) ([]LibraryPrune, error) {
+	current := FunctionLibrary()
+	prune := func(ctx context.Context, n redis.Cmdable, node string) ([]LibraryPrune, error) {
+		libs, err := n.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: "guard_*"}).Result()
+		if err != nil {
+			return nil, fmt.Errorf("list function libraries%s: %w", onNode(node), err)
+		}
+		var out []LibraryPrune
+		for _, l := range libs {
+			if !isGuardLibrary(l.Name) {
+				continue
+			}
+			p := LibraryPrune{Node: node, Library: l.Name, Current: l.Name == current}
+			if !p.Current && !dryRun {
+				if err := n.FunctionDelete(ctx, l.Name).Err(); err != nil && !strings.Contains(err.Error(), "Library not found") {
+					return out, fmt.Errorf("delete function library %s%s: %w", l.Name, onNode(node), err)
+				}
+				p.Deleted = true
+			}
+			out = append(out, p)
+		}
+		return out, nil
+	}
+	cc, ok := c.(*redis.ClusterClient)
+	if !ok {
+		return prune(ctx, c, "")
+	}
+	var (
+		mu  sync.Mutex
+		all []LibraryPrune
+	)
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+		found, err := prune(ctx, n, n.Options().Addr)
+		mu.Lock()
+		defer mu.Unlock()
+		all = append(all, found...)
+		return err
+	})
+	slices.SortFunc(all, func(a, b LibraryPrune) int {
+		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.Library, b.Library))
+	})
+	return all, err
+}
+
+func onNode(node string) string {
+	if node == "" {
+		return ""
+	}
+	return " on " + node
+}
+
+// isGuardLibrary reports whether name is a library newRedisFunc names.
+func isGuardLibrary(name string) bool {
+	hexPart, ok := strings.CutPrefix(name, "guard_")
+	if !ok || len(hexPart) != 16 {
+		return false
+	}
+	_, err := hex.DecodeString(hexPart)
+	return err == nil && strings.ToLower(hexPart) == hexPart
 }

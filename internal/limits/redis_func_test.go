@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -172,5 +173,133 @@ func TestRedisPingReloadsLibrary(t *testing.T) {
 	}
 	if n, err := c.FunctionList(ctx, redis.FunctionListQuery{}).Result(); err != nil || len(n) != 1 {
 		t.Errorf("libraries after the probe: %v, %v; want Guard's", n, err)
+	}
+}
+
+// TestPruneFunctionLibraries: on one Redis and on every master of a
+// Cluster, prune deletes the libraries of other Guard versions and only
+// those (not this version's, not another application's whose name merely
+// starts with guard_), a dry run deletes nothing, and a store whose
+// library was pruned (an instance of the version pruned, still running)
+// loads it again on its next call.
+func TestPruneFunctionLibraries(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		client func(t *testing.T) redis.UniversalClient
+	}{
+		{"single", func(t *testing.T) redis.UniversalClient {
+			c, err := NewRedisClient(RedisConfig{URL: testenv.PrivateRedis(t).URL()}, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}},
+		{"cluster", func(t *testing.T) redis.UniversalClient {
+			c, err := NewRedisClient(RedisConfig{Cluster: testenv.PrivateRedisCluster(t)}, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := tt.client(t)
+			s := NewRedis(c, RedisStoreConfig{})
+			t.Cleanup(func() { s.Close() })
+			ctx := context.Background()
+			if err := s.Prepare(ctx); err != nil {
+				t.Fatalf("prepare: %v", err)
+			}
+			const old, other = "guard_00000000000000aa", "guard_other"
+			nodes := func(f func(n redis.Cmdable)) {
+				if cc, ok := c.(*redis.ClusterClient); ok {
+					if err := cc.ForEachMaster(ctx, func(_ context.Context, n *redis.Client) error { f(n); return nil }); err != nil {
+						t.Fatal(err)
+					}
+					return
+				}
+				f(c)
+			}
+			libs := func(n redis.Cmdable) []string {
+				got, err := n.FunctionList(ctx, redis.FunctionListQuery{}).Result()
+				if err != nil {
+					t.Fatalf("function list: %v", err)
+				}
+				var names []string
+				for _, l := range got {
+					names = append(names, l.Name)
+				}
+				slices.Sort(names)
+				return names
+			}
+			nodes(func(n redis.Cmdable) {
+				for _, name := range []string{old, other} {
+					code := "#!lua name=" + name + "\nredis.register_function('" + name + "', function() return 1 end)"
+					if err := n.FunctionLoad(ctx, code).Err(); err != nil {
+						t.Fatalf("load %s: %v", name, err)
+					}
+				}
+			})
+			masters := 1
+			if _, ok := c.(*redis.ClusterClient); ok {
+				masters = 3
+			}
+			all := []string{old, FunctionLibrary(), other}
+			slices.Sort(all)
+
+			found, err := PruneFunctionLibraries(ctx, c, true)
+			if err != nil {
+				t.Fatalf("dry run: %v", err)
+			}
+			if len(found) != 2*masters {
+				t.Errorf("dry run found %+v, want this version's and %s on each of %d nodes", found, old, masters)
+			}
+			for _, l := range found {
+				if l.Deleted || l.Current != (l.Library == FunctionLibrary()) {
+					t.Errorf("dry run: %+v", l)
+				}
+			}
+			nodes(func(n redis.Cmdable) {
+				if got := libs(n); !slices.Equal(got, all) {
+					t.Errorf("after the dry run: libraries %v, want %v", got, all)
+				}
+			})
+
+			found, err = PruneFunctionLibraries(ctx, c, false)
+			if err != nil {
+				t.Fatalf("prune: %v", err)
+			}
+			deleted := 0
+			for _, l := range found {
+				if l.Deleted {
+					deleted++
+					if l.Library != old {
+						t.Errorf("deleted %+v, want only %s", l, old)
+					}
+				}
+			}
+			if deleted != masters {
+				t.Errorf("deleted %d libraries, want %s on each of %d nodes: %+v", deleted, old, masters, found)
+			}
+			want := []string{FunctionLibrary(), other}
+			slices.Sort(want)
+			nodes(func(n redis.Cmdable) {
+				if got := libs(n); !slices.Equal(got, want) {
+					t.Errorf("after prune: libraries %v, want %v", got, want)
+				}
+			})
+
+			// A newer version's prune deletes this one's library while it
+			// runs: its next call loads it again.
+			nodes(func(n redis.Cmdable) {
+				if err := n.FunctionDelete(ctx, FunctionLibrary()).Err(); err != nil {
+					t.Fatal(err)
+				}
+			})
+			req := &CheckRequest{Rules: []Rule{{Key: "{pr}l:prune", Limit: 5, Window: time.Minute}}, Cost: 1, Nonce: "pr"}
+			if _, err := s.Check(ctx, req); err != nil {
+				t.Fatalf("check after this version's library was deleted: %v, want it loaded again", err)
+			}
+		})
 	}
 }
