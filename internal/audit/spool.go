@@ -382,6 +382,65 @@ func (s *spool) add(events []Event, maybeStored bool) (added, next int, err erro
 	return added, len(events), skipped
 }
 
+// addWhole appends events as maybe stored, all of them or none: unlike
+// add, it fails without adding any when they do not all fit
+// (errSpoolFull), one of them cannot be a record (errRecordTooLarge, an
+// encoding error) or the file does not take them (a full disk). It writes
+// them through to the file (fsync is still sync's), so that no later
+// write failure loses them. For a caller that keeps the events when this
+// fails (secure: their write stays in flight): none of them may then be
+// in the spool, or be lost and reported by it.
+func (s *spool) addWhole(events []Event) error {
+	s.mu.Lock()
+	defer s.unlock()
+	recs := make([][]byte, len(events))
+	var size int64
+	for i, e := range events {
+		p, err := encodeSpoolRecord(e)
+		if err != nil {
+			return fmt.Errorf("encode spool record: %w", err)
+		}
+		if len(p) > maxSpoolRecord {
+			return fmt.Errorf("%w: event %q is %d bytes, at most %d", errRecordTooLarge, e.ID, len(p), maxSpoolRecord)
+		}
+		recs[i] = p
+		size += int64(spoolHeaderSize + len(p))
+	}
+	if s.size+size > s.maxBytes {
+		return errSpoolFull
+	}
+	// What bw holds goes first, so that a failure below cuts the file back
+	// to just before these records and loses no other.
+	if err := s.flushLocked(); err != nil {
+		return err
+	}
+	for _, p := range recs {
+		var h [spoolHeaderSize]byte
+		binary.BigEndian.PutUint32(h[:4], uint32(len(p)))
+		binary.BigEndian.PutUint32(h[4:], crc32.Checksum(p, crcTable))
+		_, err := s.bw.Write(h[:])
+		if err == nil {
+			_, err = s.bw.Write(p)
+		}
+		if err != nil {
+			err = fmt.Errorf("write spool: %w", err)
+			s.failed(err) // s.unflushed is 0: nothing counted lost
+			return err
+		}
+	}
+	if err := s.bw.Flush(); err != nil {
+		err = fmt.Errorf("flush spool: %w", err)
+		s.failed(err)
+		return err
+	}
+	s.size += size
+	s.disk = s.size
+	s.pending += len(recs)
+	s.dirty = true
+	s.dupEnd = s.size
+	return nil
+}
+
 // sync writes buffered records and fsyncs the file, and reports whether
 // it wrote anything to disk. The fsync runs outside the lock so Record's
 // overflow appends never wait for the disk.

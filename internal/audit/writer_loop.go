@@ -41,6 +41,20 @@ type inflight struct {
 	epoch   uint64           // Writer.upEpoch when the write started
 	started time.Time        // when the write started
 	res     *writeResult     // received from done ahead of its turn
+	refused bool             // secure could not spool its batch (logged once)
+}
+
+// peek receives f's result if it is in, without waiting, and reports
+// whether it is.
+func (f *inflight) peek() bool {
+	if f.res == nil {
+		select {
+		case r := <-f.done:
+			f.res = &r
+		default:
+		}
+	}
+	return f.res != nil
 }
 
 // wait waits for f's write until it has been in flight for secureAfter and
@@ -86,28 +100,28 @@ func (w *Writer) secureAfter() time.Duration {
 // since it is not empty now), and a write's result, when it comes, only
 // tells whether the store is up (settle); the events themselves are
 // counted when the spool's replay writes them or finds them stored. A
-// batch the spool has no room for stays in flight.
+// batch the spool cannot take whole (no room, an event too large for a
+// record, a full disk) stays in flight, and nothing of it is spooled:
+// records of part of it would be replayed and counted on top of its own
+// write, or lost to the disk and counted dropped though it stored them.
 func (w *Writer) secure() {
 	if w.spool == nil {
 		return
 	}
 	for len(w.inflight) > 0 {
 		f := w.inflight[0]
-		if f.res == nil {
-			select {
-			case r := <-f.done:
-				f.res = &r
-			default:
-			}
-		}
-		if f.res != nil {
+		if f.peek() {
 			w.complete(*f.res)
 			continue
 		}
-		if _, _, err := w.spool.add(f.batch, true); err != nil {
-			// In part, maybe: those records are harmless duplicates of a
-			// write that is still in flight, written or skipped on replay.
-			w.spoolError(err)
+		if err := w.spool.addWhole(f.batch); err != nil {
+			// Nothing is lost: its write decides (complete), so the spool
+			// is not reported full for it.
+			if !f.refused {
+				f.refused = true
+				w.logger.Warn("audit store slow: a batch in flight could not be spooled; it waits in memory for its write",
+					"events", len(f.batch), "err", err)
+			}
 			return
 		}
 		w.logger.Warn("audit store slow: a batch in flight was spooled", "events", len(f.batch),

@@ -1,0 +1,98 @@
+package audit
+
+import (
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// A batch in flight that the spool cannot take whole (it has room for
+// part of it only, one of its events is too large for a record, or the
+// disk is full) stays in flight, and none of it is spooled: records of
+// part of it would be replayed and counted on top of its own write, or
+// lost to the full disk and counted as dropped although the write stored
+// them. Once the slow write has stored the batch, every event is stored,
+// written and counted once, and nothing is dropped.
+func TestWriterSecuresWholeBatchesOnly(t *testing.T) {
+	const flush, delay = 10 * time.Millisecond, 300 * time.Millisecond
+	recSize := func(e Event) int64 {
+		p, err := encodeSpoolRecord(normalize(e))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int64(spoolHeaderSize + len(p))
+	}
+	for _, tt := range []struct {
+		name  string
+		setup func(evs []Event, cfg *WriterConfig)
+		fault func(w *Writer) func() // returns the repair
+	}{
+		{"room for part of it", func(evs []Event, cfg *WriterConfig) {
+			cfg.SpoolMaxBytes = recSize(evs[0]) + recSize(evs[1]) + recSize(evs[2])/2
+		}, nil},
+		{"an event too large for a record", func(evs []Event, cfg *WriterConfig) {
+			evs[3].Note = strings.Repeat("x", maxSpoolRecord+1)
+		}, nil},
+		{"its disk full", nil, func(w *Writer) func() {
+			ff := &enospcFile{f: w.spool.f}
+			ff.fail.Store(true)
+			w.spool.mu.Lock()
+			w.spool.out = ff
+			w.spool.bw.Reset(ff)
+			w.spool.mu.Unlock()
+			return func() { ff.fail.Store(false) }
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := &slowStore{flakyStore: newFlakyStore(), delay: delay}
+				s.slow.Store(true)
+				evs := genEvents("wh", 5, time.Now(), time.Millisecond)
+				cfg := WriterConfig{BatchSize: 5, FlushInterval: flush, RetryInterval: 20 * time.Millisecond,
+					InsertTimeout: 5 * time.Second, SpoolDir: t.TempDir()}
+				if tt.setup != nil {
+					tt.setup(evs, &cfg)
+				}
+				var written, dropped atomic.Int64
+				w := newTestWriter(t, cfg, s, WriterHooks{
+					OnWritten: func(n int) { written.Add(int64(n)) },
+					OnDropped: func(n int) { dropped.Add(int64(n)) },
+				})
+				repair := func() {}
+				if tt.fault != nil {
+					repair = tt.fault(w)
+				}
+				for _, e := range evs {
+					w.Record(e)
+				}
+				time.Sleep(delay + 10*flush)
+				synctest.Wait()
+				// The store fast and the disk repaired: whatever was spooled
+				// is replayed by now.
+				s.slow.Store(false)
+				repair()
+				time.Sleep(time.Second)
+				synctest.Wait()
+				st := w.Stats()
+				if got := s.Len(); got != len(evs) {
+					t.Errorf("stored %d events, want %d", got, len(evs))
+				}
+				if st.Written != uint64(len(evs)) || written.Load() != int64(len(evs)) {
+					t.Errorf("written %d, OnWritten %d; want %d each (every event counted once)",
+						st.Written, written.Load(), len(evs))
+				}
+				if st.Dropped != 0 || dropped.Load() != 0 {
+					t.Errorf("dropped %d, OnDropped %d; want 0 (the write stored every event)", st.Dropped, dropped.Load())
+				}
+				if b := w.Backlog(); b != 0 || st.SpoolEvents != 0 {
+					t.Errorf("backlog %d, %d spooled; want 0 and 0", b, st.SpoolEvents)
+				}
+				if !st.StoreUp || st.SpoolFull {
+					t.Errorf("store up %v, spool full %v; want up and not full (nothing was dropped)", st.StoreUp, st.SpoolFull)
+				}
+			})
+		})
+	}
+}
