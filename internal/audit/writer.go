@@ -129,6 +129,8 @@ type Writer struct {
 	secured   []*inflight // writes in flight whose batches are spooled (secure); writer goroutine only
 	free      [][]Event   // batch arrays to reuse; writer goroutine only
 	upEpoch   uint64      // how often the store came back; writer goroutine only
+	writes    uint64      // writes of new events started (inflight.seq); writer goroutine only
+	okSeq     uint64      // the latest-started such write that succeeded; writer goroutine only
 
 	// lastDownProbe is when the last probe that failed was sent: the store
 	// came back after it (writer goroutine only).

@@ -40,6 +40,7 @@ type inflight struct {
 	done    chan writeResult // buffered: the goroutine never waits for the loop
 	epoch   uint64           // Writer.upEpoch when the write started
 	started time.Time        // when the write started
+	seq     uint64           // Writer.writes when the write started
 	res     *writeResult     // received from done ahead of its turn
 	refused bool             // secure could not spool its batch (logged once)
 }
@@ -142,10 +143,29 @@ func (w *Writer) settle(r writeResult) {
 	w.release(f.batch)
 	switch {
 	case r.err == nil:
+		w.okSeq = max(w.okSeq, f.seq)
 		w.markUp()
-	case f.epoch == w.upEpoch && w.ctx.Err() == nil:
+	case f.epoch == w.upEpoch && w.ctx.Err() == nil && !w.succeededAfter(f):
 		w.markDown(r.err)
 	}
+}
+
+// succeededAfter reports whether a write of new events started after f
+// has succeeded, as far as the results in show (it does not wait): then
+// the store is up and f's failure was its own (a dead pooled connection
+// timing out), no outage to report, as in laterWriteSucceeded.
+func (w *Writer) succeededAfter(f *inflight) bool {
+	if w.okSeq > f.seq {
+		return true
+	}
+	for _, later := range [][]*inflight{w.secured, w.inflight} {
+		for _, g := range later {
+			if g.seq > f.seq && g.peek() && g.res.err == nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // result waits for f's write (unless received already) and returns it.
@@ -173,8 +193,16 @@ func (w *Writer) run() {
 	defer ticker.Stop()
 	batch := w.newBatch()
 	for {
-		for len(w.inflight) > 0 && w.inflight[0].res != nil {
-			w.complete(*w.inflight[0].res)
+		// Results received ahead of their turn (wait, peek) are applied
+		// first: their done channels are empty now.
+		for {
+			if len(w.inflight) > 0 && w.inflight[0].res != nil {
+				w.complete(*w.inflight[0].res)
+			} else if len(w.secured) > 0 && w.secured[0].res != nil {
+				w.settle(*w.secured[0].res)
+			} else {
+				break
+			}
 		}
 		var oldest, oldestSecured chan writeResult
 		if len(w.inflight) > 0 {
@@ -269,7 +297,8 @@ func (w *Writer) flush(batch []Event) {
 			batch = rest
 		}
 	}
-	f := &inflight{batch: batch, done: make(chan writeResult, 1), epoch: w.upEpoch, started: time.Now()}
+	w.writes++
+	f := &inflight{batch: batch, done: make(chan writeResult, 1), epoch: w.upEpoch, started: time.Now(), seq: w.writes}
 	w.inflight = append(w.inflight, f)
 	go func() { f.done <- w.write(batch, true) }()
 }
@@ -303,6 +332,7 @@ func (w *Writer) complete(r writeResult) {
 		w.release(f.batch)
 	}()
 	if r.err == nil {
+		w.okSeq = max(w.okSeq, f.seq)
 		w.applied(r)
 		return
 	}

@@ -1,7 +1,10 @@
 package audit
 
 import (
+	"context"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -95,4 +98,68 @@ func TestWriterSecuresWholeBatchesOnly(t *testing.T) {
 			})
 		})
 	}
+}
+
+// slowFirstFailure is a MemoryStore whose first write of the event failID
+// hangs for delay and then fails (a dead pooled connection timing out),
+// while every other write succeeds at once.
+type slowFirstFailure struct {
+	*MemoryStore
+	failID string
+	delay  time.Duration
+	failed atomic.Bool
+}
+
+func (s *slowFirstFailure) Insert(ctx context.Context, events []Event) error {
+	if slices.ContainsFunc(events, func(e Event) bool { return e.ID == s.failID }) && !s.failed.Swap(true) {
+		select {
+		case <-time.After(s.delay):
+		case <-ctx.Done():
+		}
+		return errOutage
+	}
+	return s.MemoryStore.Insert(ctx, events)
+}
+
+// One write hangs and fails (a dead pooled connection, timing out) while
+// the write after it succeeds at once: the store is evidently up, so no
+// outage is reported (a postgres_down alert followed by
+// postgres_recovered), though the hanging write was secured to the spool
+// long before it failed; and every event is stored and counted once.
+func TestWriterSecuredWriteFailingAmongSuccessesIsNotAnOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const flush, delay = 10 * time.Millisecond, time.Second
+		s := &slowFirstFailure{MemoryStore: NewMemoryStore(0), failID: "sf000000", delay: delay}
+		var mu sync.Mutex
+		var states []bool
+		w := newTestWriter(t, WriterConfig{BatchSize: 5, FlushInterval: flush, RetryInterval: 20 * time.Millisecond,
+			InsertTimeout: 5 * time.Second, SpoolDir: t.TempDir()}, s,
+			WriterHooks{OnStoreState: func(up bool, _ time.Time, _ error) {
+				mu.Lock()
+				states = append(states, up)
+				mu.Unlock()
+			}})
+		evs := genEvents("sf", 10, time.Now(), time.Millisecond)
+		for _, e := range evs {
+			w.Record(e)
+		}
+		time.Sleep(10 * flush)
+		synctest.Wait()
+		if got := w.Stats().SpoolEvents; got != 5 {
+			t.Fatalf("%d events spooled while the first write hangs, want its 5", got)
+		}
+		time.Sleep(delay + 10*flush)
+		synctest.Wait()
+		if got := s.Len(); got != len(evs) {
+			t.Errorf("stored %d events, want %d", got, len(evs))
+		}
+		if st := w.Stats(); st.Written != uint64(len(evs)) || st.Dropped != 0 || w.Backlog() != 0 {
+			t.Errorf("written %d, dropped %d, backlog %d; want %d, 0, 0", st.Written, st.Dropped, w.Backlog(), len(evs))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(states) != 0 {
+			t.Errorf("got store states %v, want none", states)
+		}
+	})
 }
