@@ -389,8 +389,10 @@ func (s *spool) add(events []Event, maybeStored bool) (added, next int, err erro
 // them through to the file (fsync is still sync's), so that no later
 // write failure loses them. For a caller that keeps the events when this
 // fails (secure: their write stays in flight): none of them may then be
-// in the spool, or be lost and reported by it.
-func (s *spool) addWhole(events []Event) error {
+// in the spool, or be lost and reported by it. It returns the offsets
+// of the first record and after the last (for commit once they are known
+// stored).
+func (s *spool) addWhole(events []Event) (from, to int64, err error) {
 	s.mu.Lock()
 	defer s.unlock()
 	recs := make([][]byte, len(events))
@@ -398,21 +400,21 @@ func (s *spool) addWhole(events []Event) error {
 	for i, e := range events {
 		p, err := encodeSpoolRecord(e)
 		if err != nil {
-			return fmt.Errorf("encode spool record: %w", err)
+			return 0, 0, fmt.Errorf("encode spool record: %w", err)
 		}
 		if len(p) > maxSpoolRecord {
-			return fmt.Errorf("%w: event %q is %d bytes, at most %d", errRecordTooLarge, e.ID, len(p), maxSpoolRecord)
+			return 0, 0, fmt.Errorf("%w: event %q is %d bytes, at most %d", errRecordTooLarge, e.ID, len(p), maxSpoolRecord)
 		}
 		recs[i] = p
 		size += int64(spoolHeaderSize + len(p))
 	}
 	if s.size+size > s.maxBytes {
-		return errSpoolFull
+		return 0, 0, errSpoolFull
 	}
 	// What bw holds goes first, so that a failure below cuts the file back
 	// to just before these records and loses no other.
 	if err := s.flushLocked(); err != nil {
-		return err
+		return 0, 0, err
 	}
 	for _, p := range recs {
 		var h [spoolHeaderSize]byte
@@ -425,20 +427,21 @@ func (s *spool) addWhole(events []Event) error {
 		if err != nil {
 			err = fmt.Errorf("write spool: %w", err)
 			s.failed(err) // s.unflushed is 0: nothing counted lost
-			return err
+			return 0, 0, err
 		}
 	}
 	if err := s.bw.Flush(); err != nil {
 		err = fmt.Errorf("flush spool: %w", err)
 		s.failed(err)
-		return err
+		return 0, 0, err
 	}
+	from = s.size
 	s.size += size
 	s.disk = s.size
 	s.pending += len(recs)
 	s.dirty = true
 	s.dupEnd = s.size
-	return nil
+	return from, s.size, nil
 }
 
 // sync writes buffered records and fsyncs the file, and reports whether

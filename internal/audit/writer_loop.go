@@ -43,6 +43,9 @@ type inflight struct {
 	seq     uint64           // Writer.writes when the write started
 	res     *writeResult     // received from done ahead of its turn
 	refused bool             // secure could not spool its batch (logged once)
+	// The spool offsets of the batch's records once secure has copied it
+	// there: from the first, to after the last.
+	spoolFrom, spoolTo int64
 }
 
 // peek receives f's result if it is in, without waiting, and reports
@@ -98,13 +101,15 @@ func (w *Writer) secureAfter() time.Duration {
 // secure copies the batches of the writes in flight, oldest first, into
 // the spool as maybe stored and moves those writes to w.secured: the loop
 // goes on without their results (new batches go to the spool behind them,
-// since it is not empty now), and a write's result, when it comes, only
-// tells whether the store is up (settle); the events themselves are
-// counted when the spool's replay writes them or finds them stored. A
-// batch the spool cannot take whole (no room, an event too large for a
-// record, a full disk) stays in flight, and nothing of it is spooled:
-// records of part of it would be replayed and counted on top of its own
-// write, or lost to the disk and counted dropped though it stored them.
+// since it is not empty now), and a write's result, when it comes, tells
+// whether the store is up (settle) and, when the write succeeded with its
+// records at the front of the spool, takes them out and counts them
+// written; otherwise they are counted when the spool's replay writes them
+// or finds them stored. A batch the spool cannot take whole (no room, an
+// event too large for a record, a full disk) stays in flight, and nothing
+// of it is spooled: records of part of it would be replayed and counted on
+// top of its own write, or lost to the disk and counted dropped though it
+// stored them.
 func (w *Writer) secure() {
 	if w.spool == nil {
 		return
@@ -115,7 +120,8 @@ func (w *Writer) secure() {
 			w.complete(*f.res)
 			continue
 		}
-		if err := w.spool.addWhole(f.batch); err != nil {
+		from, to, err := w.spool.addWhole(f.batch)
+		if err != nil {
 			// Nothing is lost: its write decides (complete), so the spool
 			// is not reported full for it.
 			if !f.refused {
@@ -127,6 +133,7 @@ func (w *Writer) secure() {
 		}
 		w.logger.Warn("audit store slow: a batch in flight was spooled", "events", len(f.batch),
 			"in_flight_for", time.Since(f.started).Round(time.Millisecond).String())
+		f.spoolFrom, f.spoolTo = from, to
 		w.queued.Add(-int64(len(f.batch)))
 		w.inflight[0] = nil
 		w.inflight = w.inflight[1:]
@@ -135,7 +142,15 @@ func (w *Writer) secure() {
 }
 
 // settle takes the result of the oldest secured write: whether the store
-// is up. Its events are in the spool either way.
+// is up. Its events are in the spool either way; when it stored them and
+// they are the spool's first records, they are taken out and counted
+// here, so that a store that is merely slow is not sent them again (the
+// replay's deduplicating write, on a store already short of time: half
+// again as many rows when every write takes longer than secureAfter).
+// Behind older records they are left to the replay, which finds them
+// stored. The offsets still hold: the spool is only cut to empty once all
+// its records are committed, and the replay, which commits, waits for the
+// secured writes.
 func (w *Writer) settle(r writeResult) {
 	f := w.secured[0]
 	w.secured[0] = nil
@@ -144,7 +159,19 @@ func (w *Writer) settle(r writeResult) {
 	switch {
 	case r.err == nil:
 		w.okSeq = max(w.okSeq, f.seq)
-		w.markUp()
+		if w.spool.front() != f.spoolFrom {
+			w.markUp()
+			return
+		}
+		w.applied(r)
+		pending, err := w.spool.commit(f.spoolTo, len(f.batch))
+		switch {
+		case err != nil:
+			w.logger.Error("audit spool truncate failed", "err", err)
+		case pending == 0:
+			w.logger.Info("audit spool replayed")
+			w.setFull(fullAll, false)
+		}
 	case f.epoch == w.upEpoch && w.ctx.Err() == nil && !w.succeededAfter(f):
 		w.markDown(r.err)
 	}

@@ -163,3 +163,47 @@ func TestWriterSecuredWriteFailingAmongSuccessesIsNotAnOutage(t *testing.T) {
 		}
 	})
 }
+
+// A store that is merely slow (every write takes longer than the two
+// flush intervals after which a batch in flight is secured to the spool)
+// is not sent those batches twice: a secured write that succeeds takes
+// its records out of the spool instead of leaving them to the replay,
+// which would write them again through the deduplicating path, adding
+// half again to the load of a store already short of time. Every event
+// is still stored and counted once.
+func TestWriterSlowStoreGetsEachBatchOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const flush = 10 * time.Millisecond
+		s := &slowStore{flakyStore: newFlakyStore(), delay: 5 * flush}
+		s.slow.Store(true)
+		var written atomic.Int64
+		w := newTestWriter(t, WriterConfig{BatchSize: 200, FlushInterval: flush, InsertTimeout: 5 * time.Second,
+			SpoolDir: t.TempDir()}, s, WriterHooks{OnWritten: func(n int) { written.Add(int64(n)) }})
+		evs := genEvents("so", 2000, time.Now(), time.Millisecond)
+		for i, e := range evs {
+			w.Record(e)
+			if i%2 == 1 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if got := s.Len(); got != len(evs) || w.Backlog() != 0 {
+			t.Fatalf("stored %d, backlog %d; want %d and 0", got, w.Backlog(), len(evs))
+		}
+		if got := written.Load(); got != int64(len(evs)) || w.Stats().Written != uint64(len(evs)) {
+			t.Errorf("OnWritten %d, Written %d; want %d", got, w.Stats().Written, len(evs))
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		twice := 0
+		for _, e := range evs {
+			if s.inserts[e.ID] != 1 {
+				twice++
+			}
+		}
+		if twice > 0 {
+			t.Errorf("%d of %d events sent to the store more than once", twice, len(evs))
+		}
+	})
+}
