@@ -44,8 +44,14 @@ type inflight struct {
 	res     *writeResult     // received from done ahead of its turn
 	refused bool             // secure could not spool its batch (logged once)
 	// The spool offsets of the batch's records once secure has copied it
-	// there: from the first, to after the last.
+	// there (or a replay read it from there): from the first, to after the
+	// last, and how many records that is.
 	spoolFrom, spoolTo int64
+	records            int
+	// replayed: a replay's write of spooled records, moved to the secured
+	// writes when it took secureAfter (see replay); its batch is not a
+	// pooled array.
+	replayed bool
 }
 
 // peek receives f's result if it is in, without waiting, and reports
@@ -133,7 +139,7 @@ func (w *Writer) secure() {
 		}
 		w.logger.Warn("audit store slow: a batch in flight was spooled", "events", len(f.batch),
 			"in_flight_for", time.Since(f.started).Round(time.Millisecond).String())
-		f.spoolFrom, f.spoolTo = from, to
+		f.spoolFrom, f.spoolTo, f.records = from, to, len(f.batch)
 		w.queued.Add(-int64(len(f.batch)))
 		w.inflight[0] = nil
 		w.inflight = w.inflight[1:]
@@ -155,7 +161,9 @@ func (w *Writer) settle(r writeResult) {
 	f := w.secured[0]
 	w.secured[0] = nil
 	w.secured = w.secured[1:]
-	w.release(f.batch)
+	if !f.replayed {
+		w.release(f.batch)
+	}
 	switch {
 	case r.err == nil:
 		w.okSeq = max(w.okSeq, f.seq)
@@ -163,8 +171,10 @@ func (w *Writer) settle(r writeResult) {
 			w.markUp()
 			return
 		}
-		w.applied(r)
-		pending, err := w.spool.commit(f.spoolTo, len(f.batch))
+		if len(f.batch) > 0 {
+			w.applied(r)
+		}
+		pending, err := w.spool.commit(f.spoolTo, f.records)
 		switch {
 		case err != nil:
 			w.logger.Error("audit spool truncate failed", "err", err)
@@ -523,7 +533,7 @@ func (w *Writer) tick() {
 	}
 	if pending, _ := w.spool.stats(); pending > 0 {
 		// Replay for about one interval, then let the loop drain the queue.
-		w.replay(w.cfg.Now().Add(w.cfg.FlushInterval))
+		w.replay(w.cfg.Now().Add(w.cfg.FlushInterval), false)
 	}
 }
 
@@ -544,7 +554,7 @@ func (w *Writer) probed(err error) {
 		w.markUp()
 		return
 	}
-	w.replay(w.cfg.Now().Add(w.cfg.FlushInterval))
+	w.replay(w.cfg.Now().Add(w.cfg.FlushInterval), false)
 }
 
 // replay writes spooled events to the store until the spool is empty, the
@@ -553,7 +563,16 @@ func (w *Writer) probed(err error) {
 // leave the spool strictly in order: a batch is committed only after every
 // batch before it. Writes of new events in flight finish first, so one
 // that fails is spooled before the replay reads.
-func (w *Writer) replay(deadline time.Time) {
+//
+// A write that has been in flight for secureAfter is not waited for,
+// unless patient (Close, which replays for as long as the store takes
+// writes): the store hangs, or is slow, while it may well answer pings (a
+// locked table, a synchronous standby gone), and waiting until
+// InsertTimeout would hold the events recorded meanwhile in memory only,
+// again after each probe. The replay's writes still in flight become
+// secured writes, as in secure: their records are in the spool already,
+// and settle applies their results in turn.
+func (w *Writer) replay(deadline time.Time, patient bool) {
 	w.drain()
 	if len(w.secured) > 0 {
 		// Writes that were secured have not answered yet: the store is
@@ -562,8 +581,8 @@ func (w *Writer) replay(deadline time.Time) {
 		return
 	}
 	type job struct {
-		b    spoolBatch
-		done chan writeResult
+		b spoolBatch
+		f *inflight
 	}
 	var jobs []job
 	off := w.spool.front()
@@ -582,12 +601,15 @@ func (w *Writer) replay(deadline time.Time) {
 				reading = false
 				break
 			}
+			j := job{b: b, f: &inflight{batch: b.events, done: make(chan writeResult, 1), started: time.Now(),
+				spoolFrom: off, spoolTo: b.next, records: b.records, replayed: true}}
 			off = b.next
-			j := job{b: b, done: make(chan writeResult, 1)}
 			if len(b.events) > 0 {
-				go func() { j.done <- w.write(b.events, b.fresh) }()
+				w.writes++
+				j.f.seq = w.writes
+				go func() { j.f.done <- w.write(b.events, b.fresh) }()
 			} else {
-				j.done <- writeResult{} // only undecodable records: nothing to write, just commit
+				j.f.done <- writeResult{} // only undecodable records: nothing to write, just commit
 			}
 			jobs = append(jobs, j)
 			launched++
@@ -596,8 +618,20 @@ func (w *Writer) replay(deadline time.Time) {
 			return
 		}
 		j := jobs[0]
+		if !patient && !w.wait(j.f) {
+			// Every batch read so far may be in the store by the time
+			// their writes end.
+			w.spool.maybeStored(off)
+			for _, j := range jobs {
+				j.f.epoch = w.upEpoch
+				w.secured = append(w.secured, j.f)
+			}
+			w.logger.Warn("audit store slow: spool replay left to finish on the side", "batches", len(jobs),
+				"in_flight_for", time.Since(j.f.started).Round(time.Millisecond).String())
+			return
+		}
 		jobs = jobs[1:]
-		r := <-j.done
+		r := j.f.result()
 		if failed {
 			// An earlier batch failed, so this one stays spooled even if it
 			// was written; it is counted when replayed again.
@@ -667,7 +701,7 @@ func (w *Writer) finish(batch []Event) {
 		if before == 0 {
 			break
 		}
-		w.replay(w.cfg.Now().Add(w.cfg.FlushInterval))
+		w.replay(w.cfg.Now().Add(w.cfg.FlushInterval), true)
 		if after, _ := w.spool.stats(); after == before {
 			break // no progress: the store is down
 		}

@@ -207,3 +207,64 @@ func TestWriterSlowStoreGetsEachBatchOnce(t *testing.T) {
 		}
 	})
 }
+
+// lockedStore is a MemoryStore whose table is locked while locked is set:
+// writes wait until their deadline, but pings answer (they touch no
+// table), as with a LOCK TABLE or a long ALTER on Postgres.
+type lockedStore struct {
+	*MemoryStore
+	locked atomic.Bool
+}
+
+func (s *lockedStore) Insert(ctx context.Context, events []Event) error {
+	if s.locked.Load() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return s.MemoryStore.Insert(ctx, events)
+}
+
+// A store whose writes hang while its pings answer (a locked table) gets
+// its spool replayed once a ping succeeds; that replay's write hangs as
+// well. It must not hold the writer goroutine until InsertTimeout, with
+// the events recorded meanwhile in memory only, over and over, each
+// RetryInterval: they go on reaching the spool file within a few flush
+// intervals all along. Once the lock is gone, every event is stored and
+// counted once.
+func TestWriterLockedStoreDoesNotHoldEventsInMemory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const flush, timeout = 10 * time.Millisecond, 2 * time.Second
+		s := &lockedStore{MemoryStore: NewMemoryStore(0)}
+		s.locked.Store(true)
+		dir := t.TempDir()
+		var written atomic.Int64
+		w := newTestWriter(t, WriterConfig{BatchSize: 20, FlushInterval: flush, RetryInterval: 50 * time.Millisecond,
+			InsertTimeout: timeout, SpoolDir: dir}, s, WriterHooks{OnWritten: func(n int) { written.Add(int64(n)) }})
+		evs := genEvents("lk", 3*int(timeout/time.Millisecond), time.Now(), time.Millisecond)
+		worst := 0
+		for i, e := range evs {
+			w.Record(e)
+			time.Sleep(time.Millisecond)
+			if i%100 == 99 {
+				synctest.Wait()
+				// Recorded more than five flush intervals ago and not in the
+				// file: what a crash now would lose beyond the bound.
+				if lag := i + 1 - 5*int(flush/time.Millisecond) - spooledOnDisk(t, dir); lag > worst {
+					worst = lag
+				}
+			}
+		}
+		if worst > 0 {
+			t.Errorf("up to %d events recorded more than five flush intervals before were not in the spool file", worst)
+		}
+		s.locked.Store(false)
+		time.Sleep(timeout + time.Second)
+		synctest.Wait()
+		if !w.PostgresUp() || w.Backlog() != 0 || s.Len() != len(evs) {
+			t.Fatalf("after the lock: up %v, backlog %d, stored %d; want up, 0, %d", w.PostgresUp(), w.Backlog(), s.Len(), len(evs))
+		}
+		if got := written.Load(); got != int64(len(evs)) {
+			t.Errorf("OnWritten counted %d, want %d", got, len(evs))
+		}
+	})
+}
