@@ -187,10 +187,11 @@ func (w *Writer) settle(r writeResult) {
 	}
 }
 
-// succeededAfter reports whether a write of new events started after f
-// has succeeded, as far as the results in show (it does not wait): then
-// the store is up and f's failure was its own (a dead pooled connection
-// timing out), no outage to report, as in laterWriteSucceeded.
+// succeededAfter reports whether a write started after f (of new events,
+// or a replay's) has succeeded, as far as the results in show (it does
+// not wait): then the store is up and f's failure was its own (a dead
+// pooled connection timing out), no outage to report, as in
+// laterWriteMaySucceed.
 func (w *Writer) succeededAfter(f *inflight) bool {
 	if w.okSeq > f.seq {
 		return true
@@ -374,7 +375,7 @@ func (w *Writer) complete(r writeResult) {
 		return
 	}
 	stale := f.epoch != w.upEpoch
-	if !stale && w.ctx.Err() == nil && !w.laterWriteSucceeded() {
+	if !stale && w.ctx.Err() == nil && !w.laterWriteMaySucceed() {
 		// A stale write started before the store came back: its failure
 		// belongs to an outage already reported and over. A write cut
 		// short by Close's deadline says nothing about the store.
@@ -403,14 +404,17 @@ func (w *Writer) complete(r writeResult) {
 	}
 }
 
-// laterWriteSucceeded waits for the writes in flight started after the
+// laterWriteMaySucceed waits for the writes in flight started after the
 // failed one (each until it has been in flight for secureAfter) and
-// reports whether one succeeded: then the store is up and only that write
-// failed (a dead pooled connection, say), which is no outage to report.
-// Their results are applied in their turn.
-func (w *Writer) laterWriteSucceeded() bool {
+// reports whether one succeeded, or has not answered by then. Succeeded:
+// the store is up and only that write failed (a dead pooled connection,
+// say), which is no outage to report. Not answered: waiting longer would
+// hold the loop, and that write's own result tells, reporting the outage
+// if it fails as well (complete, or settle once secured). Their results
+// are applied in their turn.
+func (w *Writer) laterWriteMaySucceed() bool {
 	for _, g := range w.inflight {
-		if w.wait(g) && g.res.err == nil {
+		if !w.wait(g) || g.res.err == nil {
 			return true
 		}
 	}

@@ -268,3 +268,71 @@ func TestWriterLockedStoreDoesNotHoldEventsInMemory(t *testing.T) {
 		}
 	})
 }
+
+// slowAfterFailure is a MemoryStore whose first write of failID fails
+// after failAfter (a pooled connection found dead) and whose other writes
+// each take delay, longer than the two flush intervals after which a
+// write in flight is secured: a store that is up, if slow.
+type slowAfterFailure struct {
+	*MemoryStore
+	failID    string
+	failAfter time.Duration
+	delay     time.Duration
+	failed    atomic.Bool
+}
+
+func (s *slowAfterFailure) Insert(ctx context.Context, events []Event) error {
+	if slices.ContainsFunc(events, func(e Event) bool { return e.ID == s.failID }) && !s.failed.Swap(true) {
+		time.Sleep(s.failAfter)
+		return errOutage
+	}
+	select {
+	case <-time.After(s.delay):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return s.MemoryStore.Insert(ctx, events)
+}
+
+// A write fails soon while the write after it is still in flight, and
+// slow: whether the store is down is not known yet, and waiting for that
+// write (at most secureAfter, not its InsertTimeout) does not tell it.
+// That is no outage yet: the later write's own result reports one if
+// there is one. Here it succeeds, so no outage is reported (not a
+// postgres_down alert followed by postgres_recovered), and every event is
+// stored and counted once.
+func TestWriterFailureBeforeASlowWriteIsNotAnOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const flush = 10 * time.Millisecond
+		// The failure comes after the second batch's write has started
+		// (else there is no later write to wait for: an outage), well
+		// before it has been in flight for two flush intervals.
+		s := &slowAfterFailure{MemoryStore: NewMemoryStore(0), failID: "sa000000", failAfter: flush / 2, delay: 10 * flush}
+		var mu sync.Mutex
+		var states []bool
+		w := newTestWriter(t, WriterConfig{BatchSize: 5, FlushInterval: flush, RetryInterval: 20 * time.Millisecond,
+			InsertTimeout: 5 * time.Second, SpoolDir: t.TempDir()}, s,
+			WriterHooks{OnStoreState: func(up bool, _ time.Time, _ error) {
+				mu.Lock()
+				states = append(states, up)
+				mu.Unlock()
+			}})
+		evs := genEvents("sa", 10, time.Now(), time.Millisecond)
+		for _, e := range evs {
+			w.Record(e)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := s.Len(); got != len(evs) {
+			t.Errorf("stored %d events, want %d", got, len(evs))
+		}
+		if st := w.Stats(); st.Written != uint64(len(evs)) || st.Dropped != 0 || w.Backlog() != 0 {
+			t.Errorf("written %d, dropped %d, backlog %d; want %d, 0, 0", st.Written, st.Dropped, w.Backlog(), len(evs))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(states) != 0 {
+			t.Errorf("got store states %v, want none", states)
+		}
+	})
+}
