@@ -283,14 +283,9 @@ func TestSpoolFreshness(t *testing.T) {
 func TestWriterStaleFailureDoesNotFlap(t *testing.T) {
 	s := newFlakyStore()
 	s.down.Store(true)
-	var mu sync.Mutex
-	var states []bool
+	var states storeStates
 	w := newTestWriter(t, WriterConfig{BatchSize: 10, FlushInterval: time.Hour, RetryInterval: 50 * time.Millisecond},
-		s, WriterHooks{OnStoreState: func(up bool, _ time.Time, _ error) {
-			mu.Lock()
-			states = append(states, up)
-			mu.Unlock()
-		}})
+		s, WriterHooks{OnStoreState: states.hook})
 	evs := genEvents("st", 20, time.Now(), time.Millisecond)
 	for _, e := range evs {
 		w.Record(e)
@@ -298,10 +293,8 @@ func TestWriterStaleFailureDoesNotFlap(t *testing.T) {
 	waitFor(t, "both batches failed", func() bool { return s.fails.Load() >= 2 })
 	s.down.Store(false)
 	waitFor(t, "both batches written", func() bool { return s.Len() == len(evs) && w.Backlog() == 0 })
-	mu.Lock()
-	defer mu.Unlock()
-	if want := []bool{false, true}; !slices.Equal(states, want) {
-		t.Errorf("got store states %v, want %v", states, want)
+	if want := []bool{false, true}; !slices.Equal(states.get(), want) {
+		t.Errorf("got store states %v, want %v", states.get(), want)
 	}
 }
 
@@ -330,17 +323,12 @@ func TestWriterOneFailedWriteAmongSuccessesIsNotAnOutage(t *testing.T) {
 	for _, withSpool := range []bool{true, false} {
 		t.Run(map[bool]string{true: "spool", false: "no spool"}[withSpool], func(t *testing.T) {
 			s := &firstFails{MemoryStore: NewMemoryStore(0), failID: "ff000000"}
-			var mu sync.Mutex
-			var states []bool
+			var states storeStates
 			cfg := WriterConfig{BatchSize: 5, FlushInterval: time.Hour, RetryInterval: 10 * time.Millisecond}
 			if withSpool {
 				cfg.SpoolDir = t.TempDir()
 			}
-			w := newTestWriter(t, cfg, s, WriterHooks{OnStoreState: func(up bool, _ time.Time, _ error) {
-				mu.Lock()
-				states = append(states, up)
-				mu.Unlock()
-			}})
+			w := newTestWriter(t, cfg, s, WriterHooks{OnStoreState: states.hook})
 			evs := genEvents("ff", 10, time.Now(), time.Millisecond)
 			for _, e := range evs {
 				w.Record(e)
@@ -354,10 +342,8 @@ func TestWriterOneFailedWriteAmongSuccessesIsNotAnOutage(t *testing.T) {
 			if st := w.Stats(); st.Written != uint64(len(evs)) || st.Dropped != 0 {
 				t.Errorf("got written %d dropped %d, want %d and 0", st.Written, st.Dropped, len(evs))
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			if len(states) != 0 {
-				t.Errorf("got store states %v, want none", states)
+			if got := states.get(); len(got) != 0 {
+				t.Errorf("got store states %v, want none", got)
 			}
 		})
 	}

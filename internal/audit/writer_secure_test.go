@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -130,15 +129,10 @@ func TestWriterSecuredWriteFailingAmongSuccessesIsNotAnOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const flush, delay = 10 * time.Millisecond, time.Second
 		s := &slowFirstFailure{MemoryStore: NewMemoryStore(0), failID: "sf000000", delay: delay}
-		var mu sync.Mutex
-		var states []bool
+		var states storeStates
 		w := newTestWriter(t, WriterConfig{BatchSize: 5, FlushInterval: flush, RetryInterval: 20 * time.Millisecond,
 			InsertTimeout: 5 * time.Second, SpoolDir: t.TempDir()}, s,
-			WriterHooks{OnStoreState: func(up bool, _ time.Time, _ error) {
-				mu.Lock()
-				states = append(states, up)
-				mu.Unlock()
-			}})
+			WriterHooks{OnStoreState: states.hook})
 		evs := genEvents("sf", 10, time.Now(), time.Millisecond)
 		for _, e := range evs {
 			w.Record(e)
@@ -150,17 +144,7 @@ func TestWriterSecuredWriteFailingAmongSuccessesIsNotAnOutage(t *testing.T) {
 		}
 		time.Sleep(delay + 10*flush)
 		synctest.Wait()
-		if got := s.Len(); got != len(evs) {
-			t.Errorf("stored %d events, want %d", got, len(evs))
-		}
-		if st := w.Stats(); st.Written != uint64(len(evs)) || st.Dropped != 0 || w.Backlog() != 0 {
-			t.Errorf("written %d, dropped %d, backlog %d; want %d, 0, 0", st.Written, st.Dropped, w.Backlog(), len(evs))
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if len(states) != 0 {
-			t.Errorf("got store states %v, want none", states)
-		}
+		storedOnceNoOutage(t, w, s.Len(), len(evs), &states)
 	})
 }
 
@@ -308,31 +292,32 @@ func TestWriterFailureBeforeASlowWriteIsNotAnOutage(t *testing.T) {
 		// (else there is no later write to wait for: an outage), well
 		// before it has been in flight for two flush intervals.
 		s := &slowAfterFailure{MemoryStore: NewMemoryStore(0), failID: "sa000000", failAfter: flush / 2, delay: 10 * flush}
-		var mu sync.Mutex
-		var states []bool
+		var states storeStates
 		w := newTestWriter(t, WriterConfig{BatchSize: 5, FlushInterval: flush, RetryInterval: 20 * time.Millisecond,
 			InsertTimeout: 5 * time.Second, SpoolDir: t.TempDir()}, s,
-			WriterHooks{OnStoreState: func(up bool, _ time.Time, _ error) {
-				mu.Lock()
-				states = append(states, up)
-				mu.Unlock()
-			}})
+			WriterHooks{OnStoreState: states.hook})
 		evs := genEvents("sa", 10, time.Now(), time.Millisecond)
 		for _, e := range evs {
 			w.Record(e)
 		}
 		time.Sleep(time.Second)
 		synctest.Wait()
-		if got := s.Len(); got != len(evs) {
-			t.Errorf("stored %d events, want %d", got, len(evs))
-		}
-		if st := w.Stats(); st.Written != uint64(len(evs)) || st.Dropped != 0 || w.Backlog() != 0 {
-			t.Errorf("written %d, dropped %d, backlog %d; want %d, 0, 0", st.Written, st.Dropped, w.Backlog(), len(evs))
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if len(states) != 0 {
-			t.Errorf("got store states %v, want none", states)
-		}
+		storedOnceNoOutage(t, w, s.Len(), len(evs), &states)
 	})
+}
+
+// storedOnceNoOutage checks that all n events were stored and counted once
+// (stored is how many the store holds) and that no store state change was
+// reported.
+func storedOnceNoOutage(t *testing.T, w *Writer, stored, n int, states *storeStates) {
+	t.Helper()
+	if stored != n {
+		t.Errorf("stored %d events, want %d", stored, n)
+	}
+	if st := w.Stats(); st.Written != uint64(n) || st.Dropped != 0 || w.Backlog() != 0 {
+		t.Errorf("written %d, dropped %d, backlog %d; want %d, 0, 0", st.Written, st.Dropped, w.Backlog(), n)
+	}
+	if got := states.get(); len(got) != 0 {
+		t.Errorf("got store states %v, want none", got)
+	}
 }

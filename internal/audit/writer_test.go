@@ -785,3 +785,22 @@ func TestWriterConcurrentSyncs(t *testing.T) {
 		t.Errorf("%d writes for 20 Syncs, want at most 20", got)
 	}
 }
+
+// storeStates records the store states a Writer reports (OnStoreState),
+// in order.
+type storeStates struct {
+	mu     sync.Mutex
+	states []bool
+}
+
+func (s *storeStates) hook(up bool, _ time.Time, _ error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.states = append(s.states, up)
+}
+
+func (s *storeStates) get() []bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.states)
+}
