@@ -31,6 +31,13 @@ def guard_binary() -> str:
     return _built
 
 
+# The timeout of test clients of a real Guard: the SDK's default (0.3 s)
+# is a production budget, and a loaded CI machine (a Guard just started,
+# the Go tests' processes beside it) can take longer for a call whose
+# timing is not what the test is about.
+TEST_TIMEOUT = 5.0
+
+
 class Guard:
     def __init__(self, extra: str = "") -> None:
         self.dir = tempfile.mkdtemp(prefix="guard-py-")

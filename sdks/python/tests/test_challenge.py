@@ -9,7 +9,7 @@ import json
 import unittest
 
 from guard_sdk import CHALLENGE_MESSAGE, Client, Protector, Request
-from tests.guard_server import KEY_CHECK, Guard
+from tests.guard_server import KEY_CHECK, TEST_TIMEOUT, Guard
 
 
 class ChallengeAgainstGuard(unittest.TestCase):
@@ -22,7 +22,7 @@ class ChallengeAgainstGuard(unittest.TestCase):
         cls.guard.stop()
 
     def test_client_challenge_then_passed(self) -> None:
-        c = Client(self.guard.url, KEY_CHECK)
+        c = Client(self.guard.url, KEY_CHECK, timeout=TEST_TIMEOUT)
         for _ in range(5):
             self.assertTrue(c.check("signup", device="d-py-1", ip="198.51.100.91").allowed)
         got = c.check("signup", device="d-py-1", ip="198.51.100.91")
@@ -35,7 +35,7 @@ class ChallengeAgainstGuard(unittest.TestCase):
         self.assertEqual(passed.reason, "ok")
 
     def test_protector_answers_a_challenge(self) -> None:
-        p = Protector(Client(self.guard.url, KEY_CHECK), "signup", device_header="X-Device")
+        p = Protector(Client(self.guard.url, KEY_CHECK, timeout=TEST_TIMEOUT), "signup", device_header="X-Device")
         req = Request(peer="198.51.100.92", headers=[("X-Device", "d-py-2")])
         for _ in range(5):
             self.assertTrue(p.check(req).allowed)

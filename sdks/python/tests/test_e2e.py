@@ -6,7 +6,7 @@ import unittest
 from datetime import datetime, timedelta, timezone
 
 from guard_sdk import Client, GuardError
-from tests.guard_server import KEY_ADMIN, KEY_AUDIT, KEY_CHECK, Guard, eventually
+from tests.guard_server import KEY_ADMIN, KEY_AUDIT, KEY_CHECK, TEST_TIMEOUT, Guard, eventually
 
 
 class EndToEnd(unittest.TestCase):
@@ -20,7 +20,7 @@ class EndToEnd(unittest.TestCase):
 
     def test_every_endpoint(self) -> None:
         url = self.guard.url
-        checker, admin, auditor = Client(url, KEY_CHECK), Client(url, KEY_ADMIN), Client(url, KEY_AUDIT)
+        checker, admin, auditor = Client(url, KEY_CHECK, timeout=TEST_TIMEOUT), Client(url, KEY_ADMIN, timeout=TEST_TIMEOUT), Client(url, KEY_AUDIT, timeout=TEST_TIMEOUT)
 
         res = checker.check("login", user="Alice@Example.COM", ip="203.0.113.7", device="d-alice")
         self.assertTrue(res.allowed)
@@ -103,7 +103,7 @@ class EndToEnd(unittest.TestCase):
         self.assertTrue(re.match(r".+", cm.exception.message))
 
     def test_audit_time_filters_take_datetimes(self) -> None:
-        checker, auditor = Client(self.guard.url, KEY_CHECK), Client(self.guard.url, KEY_AUDIT)
+        checker, auditor = Client(self.guard.url, KEY_CHECK, timeout=TEST_TIMEOUT), Client(self.guard.url, KEY_AUDIT, timeout=TEST_TIMEOUT)
         before = datetime.now(timezone.utc) - timedelta(seconds=1)
         checker.check("login", user="carol@example.com", ip="192.0.2.50")
         self.assertTrue(eventually(lambda: auditor.audit(user="carol@example.com", since=before)["events"]))
@@ -127,7 +127,7 @@ class AdminEndToEnd(unittest.TestCase):
         cls.guard.stop()
 
     def test_manual_lockouts(self) -> None:
-        admin, checker = Client(self.guard.url, KEY_ADMIN), Client(self.guard.url, KEY_CHECK)
+        admin, checker = Client(self.guard.url, KEY_ADMIN, timeout=TEST_TIMEOUT), Client(self.guard.url, KEY_CHECK, timeout=TEST_TIMEOUT)
         ips = ["192.0.2.101", "192.0.2.102", "192.0.2.103"]
         for ip in ips:
             locked = admin.lock("ip", 3_600_000, ip=ip, ledger="auth", reason="py manual")
@@ -145,7 +145,7 @@ class AdminEndToEnd(unittest.TestCase):
         self.assertEqual(checker.check("login", ip=ips[0]).reason, "ok")
 
     def test_paged_lockout_listings(self) -> None:
-        admin = Client(self.guard.url, KEY_ADMIN)
+        admin = Client(self.guard.url, KEY_ADMIN, timeout=TEST_TIMEOUT)
         ips = ["192.0.2.111", "192.0.2.112", "192.0.2.113"]
         for ip in ips:
             admin.lock("ip", 3_600_000, ip=ip, ledger="auth", reason="py paging")

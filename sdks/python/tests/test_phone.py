@@ -3,7 +3,7 @@
 import unittest
 
 from guard_sdk import Client, GuardError
-from tests.guard_server import KEY_ADMIN, KEY_AUDIT, KEY_CHECK, Guard, eventually
+from tests.guard_server import KEY_ADMIN, KEY_AUDIT, KEY_CHECK, TEST_TIMEOUT, Guard, eventually
 
 # otp_verify locks a number after two failures; RU is denied.
 CONFIG = """phone: {default_region: GB}
@@ -33,7 +33,7 @@ class Phones(unittest.TestCase):
 
     def test_phone_rules_lockouts_and_audit(self) -> None:
         url = self.guard.url
-        checker, admin, auditor = Client(url, KEY_CHECK), Client(url, KEY_ADMIN), Client(url, KEY_AUDIT)
+        checker, admin, auditor = Client(url, KEY_CHECK, timeout=TEST_TIMEOUT), Client(url, KEY_ADMIN, timeout=TEST_TIMEOUT), Client(url, KEY_AUDIT, timeout=TEST_TIMEOUT)
 
         first = checker.check("otp_send", phone="+44 7400 123456")
         self.assertTrue(first.allowed)

@@ -14,7 +14,7 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 from guard_sdk import (Client, FailurePolicy, IPExtractor, Protector, Request, asgi_request, denial_message,
                        wsgi_request)
 from guard_sdk._types import CheckResponse
-from tests.guard_server import KEY_CHECK, Guard
+from tests.guard_server import KEY_CHECK, TEST_TIMEOUT, Guard
 from tests.test_client import hanging
 
 
@@ -66,7 +66,7 @@ class ProtectorAgainstGuard(unittest.TestCase):
         cls.guard.stop()
 
     def test_wsgi_login(self) -> None:
-        client = Client(self.guard.url, KEY_CHECK)
+        client = Client(self.guard.url, KEY_CHECK, timeout=TEST_TIMEOUT)
         self.addCleanup(client.close)
         seen: List[Any] = []
         p = Protector(client, "login", ip=IPExtractor(["127.0.0.1"]), device_cookie="dev")
