@@ -15,7 +15,7 @@ import (
 func TestMiddlewareChallenge(t *testing.T) {
 	guard := startTestGuard(t, "")
 	m := &sdk.Middleware{
-		Client: sdk.New(guard, keyCheck), Action: "signup", DeviceHeader: "X-Device",
+		Client: testClient(guard, keyCheck), Action: "signup", DeviceHeader: "X-Device",
 		// The test's stand-in for verifying a CAPTCHA token.
 		ChallengePassed: func(r *http.Request) bool { return r.Header.Get("X-Captcha") == "verified" },
 	}
@@ -51,7 +51,7 @@ func TestMiddlewareChallenge(t *testing.T) {
 // ChallengePassed goes over the wire.
 func TestClientChallenge(t *testing.T) {
 	guard := startTestGuard(t, "")
-	c := sdk.New(guard, keyCheck)
+	c := testClient(guard, keyCheck)
 	req := sdk.Subject{Device: "d-1", IP: "198.51.100.9"}.Check("signup")
 	for range 5 {
 		if res, err := c.Check(t.Context(), req, sdk.FailError); err != nil || !res.Allowed() {

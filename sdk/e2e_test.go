@@ -17,7 +17,7 @@ import (
 func TestEndToEnd(t *testing.T) {
 	url := startTestGuard(t, "")
 	ctx := context.Background()
-	checker, admin, auditor := sdk.New(url, keyCheck), sdk.New(url, keyAdmin), sdk.New(url, keyAudit)
+	checker, admin, auditor := testClient(url, keyCheck), testClient(url, keyAdmin), testClient(url, keyAudit)
 
 	// POST /v1/check: allowed, with limits and RateLimit headers.
 	alice := sdk.Subject{User: "Alice@Example.COM", IP: "203.0.113.7", Device: "d-alice"}

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/guardhq/guard/sdk"
 )
 
 // The SDK's examples and end-to-end tests run against a real Guard: the
@@ -60,6 +62,13 @@ func guardBinary() (string, func(), error) {
 		return "", nil, fmt.Errorf("go build ./cmd/guard: %v\n%s", err, out)
 	}
 	return bin, func() { os.RemoveAll(dir) }, nil
+}
+
+// testClient is a client of a test Guard with a 5 s timeout: the SDK's
+// default (300 ms) is a production budget, and a loaded CI machine can take
+// longer for a call whose timing is not what the test is about.
+func testClient(url, key string) *sdk.Client {
+	return sdk.New(url, key, sdk.WithTimeout(5*time.Second))
 }
 
 // Keys of every test Guard.

@@ -116,7 +116,7 @@ func post(t *testing.T, url string, form string, hdr ...string) *http.Response {
 
 func TestMiddlewareAgainstGuard(t *testing.T) {
 	guard := startTestGuard(t, "")
-	client := sdk.New(guard, keyCheck)
+	client := testClient(guard, keyCheck)
 	proxy, err := sdk.TrustProxies("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { after, before, test } from "node:test";
 import { GuardClient, challengeMessage, guardMiddleware } from "../dist/index.js";
-import { keys, startGuard } from "./guard.mjs";
+import { keys, startGuard, testTimeoutMs } from "./guard.mjs";
 
 let guard;
 const closers = [];
@@ -11,7 +11,7 @@ after(async () => { await Promise.all(closers.splice(0).map((c) => c())); await 
 
 // The built-in policy challenges a device after 5 sign-ups an hour.
 test("client: a challenge, then challenge_passed", async () => {
-  const client = new GuardClient({ baseUrl: guard.url, apiKey: keys.check });
+  const client = new GuardClient({ baseUrl: guard.url, apiKey: keys.check, timeoutMs: testTimeoutMs });
   const req = { action: "signup", device: "d-ts-1", ip: "198.51.100.90" };
   for (let i = 0; i < 5; i++) assert.equal((await client.check(req)).decision, "allow");
   const r = await client.check(req);
@@ -24,7 +24,7 @@ test("client: a challenge, then challenge_passed", async () => {
 });
 
 test("middleware: challenge answered, handler runs once the proof is verified", async () => {
-  const client = new GuardClient({ baseUrl: guard.url, apiKey: keys.check });
+  const client = new GuardClient({ baseUrl: guard.url, apiKey: keys.check, timeoutMs: testTimeoutMs });
   const mw = guardMiddleware({
     client, action: "signup", deviceHeader: "X-Device",
     challengePassed: (req) => req.headers["x-captcha"] === "verified",

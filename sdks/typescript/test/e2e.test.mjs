@@ -2,16 +2,16 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { GuardClient, GuardError, checkRequest, reportRequest } from "../dist/index.js";
-import { eventually, keys, startGuard } from "./guard.mjs";
+import { eventually, keys, startGuard, testTimeoutMs } from "./guard.mjs";
 
 let guard;
 before(async () => { guard = await startGuard(); });
 after(async () => { await guard?.stop(); });
 
 test("every endpoint against a real Guard", async () => {
-  const checker = new GuardClient({ baseUrl: guard.url, apiKey: keys.check });
-  const admin = new GuardClient({ baseUrl: guard.url, apiKey: keys.admin });
-  const auditor = new GuardClient({ baseUrl: guard.url, apiKey: keys.audit });
+  const checker = new GuardClient({ baseUrl: guard.url, apiKey: keys.check, timeoutMs: testTimeoutMs });
+  const admin = new GuardClient({ baseUrl: guard.url, apiKey: keys.admin, timeoutMs: testTimeoutMs });
+  const auditor = new GuardClient({ baseUrl: guard.url, apiKey: keys.audit, timeoutMs: testTimeoutMs });
 
   const alice = { user: "Alice@Example.COM", ip: "203.0.113.7", device: "d-alice" };
   const res = await checker.check(checkRequest("login", alice));

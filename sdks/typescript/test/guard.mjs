@@ -10,6 +10,11 @@ import { fileURLToPath } from "node:url";
 
 export const keys = { check: "k-check", admin: "k-admin", audit: "k-audit" };
 
+// The timeout of test clients of a real Guard: the SDK's default (300 ms) is
+// a production budget, and a loaded CI machine can take longer for a call
+// whose timing is not what the test is about.
+export const testTimeoutMs = 5000;
+
 let built;
 
 function guardBinary() {

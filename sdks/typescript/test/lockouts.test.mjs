@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { GuardClient, GuardError } from "../dist/index.js";
-import { keys, startGuard } from "./guard.mjs";
+import { keys, startGuard, testTimeoutMs } from "./guard.mjs";
 
 let guard;
 before(async () => { guard = await startGuard(); });
@@ -12,8 +12,8 @@ after(async () => { await guard?.stop(); });
 const TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 
 test("manual lockouts", async () => {
-  const admin = new GuardClient({ baseUrl: guard.url, apiKey: keys.admin });
-  const checker = new GuardClient({ baseUrl: guard.url, apiKey: keys.check });
+  const admin = new GuardClient({ baseUrl: guard.url, apiKey: keys.admin, timeoutMs: testTimeoutMs });
+  const checker = new GuardClient({ baseUrl: guard.url, apiKey: keys.check, timeoutMs: testTimeoutMs });
   const ip = "192.0.2.201";
   const locked = await admin.lock({ dimension: "ip", ip, duration_ms: 3_600_000, ledger: "auth", reason: "ts manual" });
   assert.deepEqual(locked.lockouts.map((e) => [e.dimension, e.ip, e.ledger, e.level]), [["ip", ip, "auth", 0]]);
@@ -28,7 +28,7 @@ test("manual lockouts", async () => {
 });
 
 test("lockout listings are paged", async () => {
-  const admin = new GuardClient({ baseUrl: guard.url, apiKey: keys.admin });
+  const admin = new GuardClient({ baseUrl: guard.url, apiKey: keys.admin, timeoutMs: testTimeoutMs });
   const ips = ["192.0.2.211", "192.0.2.212", "192.0.2.213"];
   for (const ip of ips) await admin.lock({ dimension: "ip", ip, duration_ms: 3_600_000, ledger: "auth", reason: "ts paging" });
   const seen = [];

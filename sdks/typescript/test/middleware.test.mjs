@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { after, before, test } from "node:test";
 import { GuardClient, IPExtractor, denialMessage, guardMiddleware, parseHop } from "../dist/index.js";
-import { keys, startGuard } from "./guard.mjs";
+import { keys, startGuard, testTimeoutMs } from "./guard.mjs";
 
 let guard;
 const closers = [];
@@ -37,7 +37,7 @@ const post = (url, form, headers = {}) => fetch(url, {
 });
 
 test("middleware against a real Guard", async () => {
-  const client = new GuardClient({ baseUrl: guard.url, apiKey: keys.check });
+  const client = new GuardClient({ baseUrl: guard.url, apiKey: keys.check, timeoutMs: testTimeoutMs });
   const a = await app(guardMiddleware({
     client, action: "login", ip: new IPExtractor(["127.0.0.1"]), deviceCookie: "dev",
     user: (req) => req.body.email,

@@ -2,15 +2,15 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { GuardClient, GuardError, checkRequest } from "../dist/index.js";
-import { eventually, keys, startGuard } from "./guard.mjs";
+import { eventually, keys, startGuard, testTimeoutMs } from "./guard.mjs";
 
 let guard;
 before(async () => { guard = await startGuard("phone: {default_region: GB}\nlists:\n  deny: {countries: [RU]}\n"); });
 after(async () => { await guard?.stop(); });
 
 test("otp_send limits a phone number and audits it", async () => {
-  const checker = new GuardClient({ baseUrl: guard.url, apiKey: keys.check });
-  const auditor = new GuardClient({ baseUrl: guard.url, apiKey: keys.audit });
+  const checker = new GuardClient({ baseUrl: guard.url, apiKey: keys.check, timeoutMs: testTimeoutMs });
+  const auditor = new GuardClient({ baseUrl: guard.url, apiKey: keys.audit, timeoutMs: testTimeoutMs });
   const first = await checker.check(checkRequest("otp_send", { phone: "+44 7400 123456" }));
   assert.equal(first.decision, "allow");
   assert.deepEqual(first.limits.map((l) => l.dimension).sort(), ["phone", "phone_country", "phone_prefix"]);
