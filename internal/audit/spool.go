@@ -361,16 +361,7 @@ func (s *spool) add(events []Event, maybeStored bool) (added, next int, err erro
 		if s.size+int64(spoolHeaderSize+len(p)) > s.maxBytes {
 			return added, i, errors.Join(skipped, errSpoolFull)
 		}
-		var h [spoolHeaderSize]byte
-		binary.BigEndian.PutUint32(h[:4], uint32(len(p)))
-		binary.BigEndian.PutUint32(h[4:], crc32.Checksum(p, crcTable))
-		_, err = s.bw.Write(h[:])
-		if err == nil {
-			_, err = s.bw.Write(p)
-		}
-		if err != nil {
-			err = fmt.Errorf("write spool: %w", err)
-			s.failed(err)
+		if err := s.writeRecord(p); err != nil {
 			return added, i, errors.Join(skipped, err)
 		}
 		s.size += int64(spoolHeaderSize + len(p))
@@ -380,6 +371,23 @@ func (s *spool) add(events []Event, maybeStored bool) (added, next int, err erro
 		added++
 	}
 	return added, len(events), skipped
+}
+
+// writeRecord buffers one record (header and payload p); a failed write
+// is handled as failed says and returned. s.mu is held.
+func (s *spool) writeRecord(p []byte) error {
+	var h [spoolHeaderSize]byte
+	binary.BigEndian.PutUint32(h[:4], uint32(len(p)))
+	binary.BigEndian.PutUint32(h[4:], crc32.Checksum(p, crcTable))
+	_, err := s.bw.Write(h[:])
+	if err == nil {
+		_, err = s.bw.Write(p)
+	}
+	if err != nil {
+		err = fmt.Errorf("write spool: %w", err)
+		s.failed(err)
+	}
+	return err
 }
 
 // addWhole appends events as maybe stored, all of them or none: unlike
@@ -417,16 +425,7 @@ func (s *spool) addWhole(events []Event) (from, to int64, err error) {
 		return 0, 0, err
 	}
 	for _, p := range recs {
-		var h [spoolHeaderSize]byte
-		binary.BigEndian.PutUint32(h[:4], uint32(len(p)))
-		binary.BigEndian.PutUint32(h[4:], crc32.Checksum(p, crcTable))
-		_, err := s.bw.Write(h[:])
-		if err == nil {
-			_, err = s.bw.Write(p)
-		}
-		if err != nil {
-			err = fmt.Errorf("write spool: %w", err)
-			s.failed(err) // s.unflushed is 0: nothing counted lost
+		if err := s.writeRecord(p); err != nil { // s.unflushed is 0: nothing counted lost
 			return 0, 0, err
 		}
 	}

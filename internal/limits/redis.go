@@ -72,12 +72,11 @@ func NewRedis(client redis.UniversalClient, cfg RedisStoreConfig) *RedisStore {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 64
 	}
-	fn := newRedisFunc(redisSource)
 	_, cluster := client.(*redis.ClusterClient)
 	return &RedisStore{
 		client:  client,
-		fn:      fn,
-		batch:   newBatcher(client, fn, cfg.Workers, cfg.MaxBatch),
+		fn:      guardFunc,
+		batch:   newBatcher(client, guardFunc, cfg.Workers, cfg.MaxBatch),
 		cluster: cluster,
 	}
 }

@@ -110,8 +110,8 @@ func (b *batcher) work() {
 
 // runHere sends calls on the caller's goroutine, as one batch of their
 // own, bounded by ctx. Admin calls (an unlock) go this way: queued among
-// decisions, a call with a 2 s deadline would hold a worker, and with it
-// the decisions behind it, for that long on a Redis that hangs.
+// decisions, a call with a 2 s deadline would hold one of the workers for
+// that long on a Redis that hangs.
 func (b *batcher) runHere(ctx context.Context, calls []*pending) error {
 	select {
 	case <-b.stop:

@@ -95,8 +95,11 @@ func functionMissing(err error) bool {
 	return errors.As(err, &rerr) && strings.Contains(rerr.Error(), "Function not found")
 }
 
+// guardFunc is this build's library (redis.lua).
+var guardFunc = newRedisFunc(redisSource)
+
 // FunctionLibrary is the name of this build's function library in Redis.
-func FunctionLibrary() string { return newRedisFunc(redisSource).name }
+func FunctionLibrary() string { return guardFunc.name }
 
 // LibraryPrune is one Guard function library found on one Redis node by
 // PruneFunctionLibraries.
