@@ -278,3 +278,41 @@ func TestAuditFilterUnstorableText(t *testing.T) {
 		t.Error("an unstorable filter reached the audit store")
 	}
 }
+
+// A body over the limit is answered 413 at once, on a connection then
+// closed, also when the client waits for the answer before sending the
+// body: net/http would otherwise wait for the body (up to its read
+// timeout) to keep the connection.
+func TestTooLargeAnsweredBeforeTheBody(t *testing.T) {
+	h := newTestHandler(t, testConfig(), Deps{})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for _, framing := range []string{"Content-Length: 99999\r\n", "Transfer-Encoding: chunked\r\n"} {
+		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Closed before srv (defers run last first): a server still
+		// waiting for the body would hold srv.Close.
+		defer conn.Close()
+		head := "POST /v1/check HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + keyCheck +
+			"\r\nContent-Type: application/json\r\n" + framing + "\r\n"
+		if framing[0] == 'T' {
+			// One chunk just over the limit, then nothing more.
+			chunk := strings.Repeat(" ", MaxBodyBytes+1)
+			head += strconv.FormatInt(int64(len(chunk)), 16) + "\r\n" + chunk + "\r\n"
+		}
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(conn, head); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: no answer before the body (%v)", framing, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || !resp.Close {
+			t.Errorf("%s: status %d, close %v; want 413 and the connection closed", framing, resp.StatusCode, resp.Close)
+		}
+	}
+}

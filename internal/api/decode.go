@@ -52,7 +52,7 @@ func readJSONBody(c *gin.Context, buf []byte) ([]byte, error) {
 		}
 	}
 	if c.Request.ContentLength > MaxBodyBytes {
-		return nil, errTooLarge
+		return nil, tooLarge(c)
 	}
 	// What io.ReadAll(io.LimitReader(body, MaxBodyBytes+1)) reads, into
 	// a reused buffer: up to EOF or one byte past the limit, failing on
@@ -69,9 +69,20 @@ func readJSONBody(c *gin.Context, buf []byte) ([]byte, error) {
 		}
 	}
 	if n > MaxBodyBytes {
-		return nil, errTooLarge
+		return nil, tooLarge(c)
 	}
 	return buf[:n], nil
+}
+
+// tooLarge answers a body over the limit, which Guard does not read (or
+// reads no further), on a connection closed after the answer: net/http
+// would otherwise read up to 256 KiB of the rest before answering, to
+// keep the connection, and so answer a client that waits for the verdict
+// before sending its body only when the read timed out (RFC 9110 §15.5.14
+// lets a 413 close the connection).
+func tooLarge(c *gin.Context) error {
+	c.Header("Connection", "close")
+	return errTooLarge
 }
 
 // decodeBody reads the request body and decodes it strictly into dst, a
