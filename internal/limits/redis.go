@@ -396,7 +396,7 @@ func (s *RedisStore) slot(key string) int {
 // without it.
 func (s *RedisStore) Prepare(ctx context.Context) error {
 	if err := s.fn.load(ctx, s.client); err != nil {
-		return redisError("load function library", err)
+		return fmt.Errorf("load function library: %w: %w", ErrUnavailable, err)
 	}
 	return nil
 }
@@ -410,7 +410,11 @@ var pingArgs = []any{"check 0 0 0 0 0 0 0 0 0", "1", ""}
 // needs what a decision needs (the library, which it loads again when a
 // restart or FUNCTION FLUSH took it; an ACL that lets FCALL through;
 // credentials Redis takes) and a probe never reports up a Redis that
-// refuses every decision. A failure matches ErrUnavailable.
+// refuses every decision. A failure matches ErrUnavailable, whatever
+// Redis answered: a Redis that refuses an empty check cannot decide
+// anything (a database index it does not have, a server without
+// functions), an outage to alert on and show in /readyz rather than a bug
+// of one decision; Prepare's failures match it too.
 func (s *RedisStore) Ping(ctx context.Context) error {
 	var err error
 	if c, ok := s.client.(*redis.ClusterClient); ok {
@@ -421,7 +425,7 @@ func (s *RedisStore) Ping(ctx context.Context) error {
 		err = s.pingOne(ctx, s.client)
 	}
 	if err != nil {
-		return redisError("ping redis", err)
+		return fmt.Errorf("ping redis: %w: %w", ErrUnavailable, err)
 	}
 	return nil
 }

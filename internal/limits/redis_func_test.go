@@ -155,6 +155,40 @@ func TestRedisRefusedCredentialsAreUnavailable(t *testing.T) {
 	}
 }
 
+// TestRedisThatRefusesEveryCallIsUnavailable: a Redis that answers but
+// refuses every command Guard sends, for a reason of its own that is no
+// known outage reply (here a database index it does not have, so every
+// connection's SELECT fails), cannot decide anything: the start-up
+// preparation and the probe report it unavailable, so the failover store
+// opens its breaker (degraded in /readyz and the metrics, the redis_down
+// alert) instead of answering every decision from the fallback while it
+// says normal.
+func TestRedisThatRefusesEveryCallIsUnavailable(t *testing.T) {
+	srv := testenv.PrivateRedis(t)
+	opt, err := redis.ParseURL(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.DB = 99 // a stock Redis has 16
+	s := NewRedis(redis.NewClient(opt), RedisStoreConfig{})
+	ctx := context.Background()
+	if err := s.Prepare(ctx); err == nil || !errors.Is(err, ErrUnavailable) {
+		t.Errorf("prepare on a database Redis does not have: got %v, want an error matching ErrUnavailable", err)
+	}
+	if err := s.Ping(ctx); err == nil || !errors.Is(err, ErrUnavailable) {
+		t.Errorf("probe on a database Redis does not have: got %v, want an error matching ErrUnavailable", err)
+	}
+	f := NewFailover(nil, FailoverConfig{ProbeInterval: 5 * time.Millisecond}, s, NewMemory(MemoryConfig{}), FailoverEvents{})
+	defer f.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for !f.Degraded() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !f.Degraded() {
+		t.Error("failover store over a Redis that refuses every call: breaker still closed after 5 s of probes")
+	}
+}
+
 // TestRedisPingReloadsLibrary: the probe calls the library, and after a
 // FUNCTION FLUSH (a restart, a failover to a node without it) loads it
 // again rather than reporting Redis down for good.
