@@ -201,7 +201,7 @@ func (g *Guard) Check(ctx context.Context, in CheckInput) (Decision, error) {
 	}
 	if len(res.Struck) > 0 {
 		g.strikes.remember(res.Struck, &id)
-		g.notifyStrikes(a, &id, res.Struck, res.Locked, d.At)
+		g.notifyStrikes(a, &id, res.Struck, d.At)
 		last := latest(res.Struck, nil)
 		lockUntil = &last.Until
 	}

@@ -27,7 +27,7 @@ type Notifier interface {
 // is the name of the failure rule that struck, which the store answers
 // (LockState.Rule): two rules may strike one lock key (an ip log and an ip
 // distinct set), so the key alone cannot tell them apart.
-func (g *Guard) notifyStrikes(a *compiledAction, id *identity, struck []limits.LockState, locked *limits.LockState, at time.Time) {
+func (g *Guard) notifyStrikes(a *compiledAction, id *identity, struck []limits.LockState, at time.Time) {
 	if g.cfg.Notifier == nil || len(struck) == 0 || !g.cfg.Notifier.Wants(sdk.NotificationLockout) {
 		return
 	}
@@ -40,25 +40,8 @@ func (g *Guard) notifyStrikes(a *compiledAction, id *identity, struck []limits.L
 			g.log.Warn("no lockout notification for a lock of unknown dimension", "key", st.Key)
 			continue
 		}
-		g.notify(sdk.NotificationLockout, at, info.Ledger, d, id, st.Level, g.struckUntil(st, locked, id), reason)
+		g.notify(sdk.NotificationLockout, at, info.Ledger, d, id, st.Level, st.Until, reason)
 	}
-}
-
-// struckUntil is when the key a strike locked is free again: the strike's
-// end or, when the strike came during a manual lockout of the same key,
-// the later of the two, which locked (the answer's lock, the one ending
-// last) has when it is that manual lockout.
-func (g *Guard) struckUntil(st, locked *limits.LockState, id *identity) time.Time {
-	if locked == nil || !locked.Until.After(st.Until) {
-		return st.Until
-	}
-	info := g.lockoutInfo(st)
-	d, ok := parseDim(info.Dimension)
-	led := g.ledgers[info.Ledger]
-	if ok && led != nil && locked.Key == g.keys.key(led.manualKind[d], id, d) {
-		return locked.Until
-	}
-	return st.Until
 }
 
 // lockedLedgers names, for an unlock of every ledger, the ledgers in which

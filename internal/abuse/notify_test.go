@@ -280,6 +280,39 @@ func TestNotifyStrikeDuringManualLock(t *testing.T) {
 	})
 }
 
+// TestNotifyStrikeDuringManualLockBesideALongerOne: the notification
+// and the audit event of a strike during a manual lockout of its key say
+// that key's end (the manual one) also when another key of the request is
+// locked longer still: the lock the report answers is then that other
+// one, which tells nothing of the struck key's end.
+func TestNotifyStrikeDuringManualLockBesideALongerOne(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		fn := &fakeNotifier{}
+		g, rec := newGuard(t, b, authPolicy(50), withNotifier(fn))
+		ctx := context.Background()
+		ip := "198.51.100.50"
+		keyLock, err := g.Lock(ctx, LockInput{Dimension: DimUserIP, Subject: subj("bob2", ip, ""), Duration: 30 * time.Minute, Ledger: "auth"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.Lock(ctx, LockInput{Dimension: DimIP, Subject: subj("", ip, ""), Duration: time.Hour, Ledger: "auth"}); err != nil {
+			t.Fatal(err)
+		}
+		fn.take()
+		for range 3 { // login's user+ip failure limit
+			mustReport(t, g, failure("login", "bob2", ip, ""))
+		}
+		end := keyLock[0].Until
+		got := fn.take()
+		if len(got) != 1 || got[0].Dimension != DimUserIP || !got[0].Until.Equal(end) {
+			t.Errorf("strike notifications = %v; want one of the user+ip key until its manual end %v", got, end)
+		}
+		if e := rec.last(t); e.LockoutUntil == nil || !e.LockoutUntil.Equal(end) {
+			t.Errorf("striking report's audit event: lockout_until %v; want the struck key's manual end %v", e.LockoutUntil, end)
+		}
+	})
+}
+
 // TestNotifyUnlockPhoneLedgers: an unlock of every ledger of a phone key
 // names the ledgers that key was locked in, not those in which some other
 // number, country or prefix is locked.

@@ -97,12 +97,12 @@ func (g *Guard) Report(ctx context.Context, in ReportInput) (ReportOutcome, erro
 	}
 	if len(res.Struck) > 0 {
 		g.strikes.remember(res.Struck, &id)
-		g.notifyStrikes(a, &id, res.Struck, res.Locked, e.At)
+		g.notifyStrikes(a, &id, res.Struck, e.At)
 		// The latest end among the keys struck, each the later of its
-		// strike and a manual lockout of the same key.
+		// strike and a manual lockout of the same key (the store's Until).
 		var until time.Time
 		for i := range res.Struck {
-			if u := g.struckUntil(&res.Struck[i], res.Locked, &id); u.After(until) {
+			if u := res.Struck[i].Until; u.After(until) {
 				until = u
 			}
 		}

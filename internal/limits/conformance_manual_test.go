@@ -14,6 +14,7 @@ func confManualCases() []confCase {
 		{"ManualLock", false, confManualLock},
 		{"ManualLockKeepsLevel", false, confManualKeepsLevel},
 		{"ManualLockStrikeDuring", false, confManualStrikeDuring},
+		{"ManualLockStrikeDuringAnotherLongerLock", false, confManualStrikeBesideLonger},
 		{"ManualLockUnlock", false, confManualUnlock},
 		{"ManualLockEndsExact", true, confManualEndsExact},
 		{"ManualLockRejectsInvalid", false, confManualRejectsInvalid},
@@ -101,6 +102,9 @@ func confManualStrikeDuring(t *testing.T, c *conf) {
 	if len(first.Struck) != 1 || first.Struck[0].Level != 1 {
 		t.Fatalf("strike during a manual lock: got %+v, want level 1", first.Struck)
 	}
+	if !first.Struck[0].Until.Equal(ml.Until) {
+		t.Errorf("strike during a manual lock: until %v, want the manual end %v (the later of the two)", first.Struck[0].Until, ml.Until)
+	}
 	if first.Locked == nil || first.Locked.Key != mk || first.Locked.Level != 1 || !first.Locked.Until.Equal(ml.Until) {
 		t.Errorf("striking report: locked %+v, want the manual record at the key's level 1 until the manual end %v", first.Locked, ml.Until)
 	}
@@ -123,6 +127,30 @@ func confManualStrikeDuring(t *testing.T, c *conf) {
 	again := c.lock(t, c.a, LockRequest{Locks: []ManualLock{{Key: mk, StrikeKey: sk}}, Duration: time.Second})[0]
 	if again.Level != 2 || !again.Until.Equal(second.Struck[0].Until) {
 		t.Errorf("Lock answer %+v: want level 2 and the strike's later end %v", again, second.Struck[0].Until)
+	}
+}
+
+// confManualStrikeBesideLonger: a strike during a manual lock of its key
+// answers, as the struck lock's end, the later of the strike's and that
+// manual lock's, also when another key of the request is locked longer
+// still (so Locked is that other key's lock and cannot tell it).
+func confManualStrikeBesideLonger(t *testing.T, c *conf) {
+	esc := c.escalation("beside", 1, []time.Duration{time.Minute}, 24*time.Hour)
+	sk := esc.Failures[0].LockKey
+	mk := c.key("lock", "manual-"+"beside")
+	other := c.key("lock", "manual-"+"beside-other")
+	ml := c.lock(t, c.a, LockRequest{Locks: []ManualLock{{Key: mk, StrikeKey: sk}}, Duration: time.Hour})[0]
+	ol := c.lock(t, c.a, LockRequest{Locks: []ManualLock{{Key: other}}, Duration: 2 * time.Hour})[0]
+	locks := []LockRef{{Key: sk}, {Key: mk, SharesLevel: true}, {Key: other}}
+	rep := c.report(t, c.b, ReportRequest{Failure: true, Escalation: esc, Locks: locks})
+	if len(rep.Struck) != 1 || rep.Struck[0].Key != sk {
+		t.Fatalf("strike: got %+v, want one on %s", rep.Struck, sk)
+	}
+	if !rep.Struck[0].Until.Equal(ml.Until) {
+		t.Errorf("struck until %v, want its key's manual end %v (later than the 1m strike)", rep.Struck[0].Until, ml.Until)
+	}
+	if rep.Locked == nil || rep.Locked.Key != other || !rep.Locked.Until.Equal(ol.Until) {
+		t.Errorf("locked %+v, want the other key's longer lock until %v", rep.Locked, ol.Until)
 	}
 }
 

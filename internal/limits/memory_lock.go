@@ -63,6 +63,7 @@ func (s *MemoryStore) Report(ctx context.Context, req *ReportRequest) (ReportRes
 		// Settled before: this report changes nothing.
 	case req.Failure:
 		res.Struck = s.recordFailure(&req.Escalation, now, rec)
+		s.manualEnds(res.Struck, req.Locks, now)
 	default:
 		for _, k := range req.Clear {
 			delete(s.shard(k).logs, k)
@@ -266,6 +267,25 @@ func (s *MemoryStore) trusted(key string, now int64) bool {
 		return false
 	}
 	return ok
+}
+
+// manualEnds moves the end of each lock in struck to that of an active
+// manual lockout of the same key when it ends later (the manual record
+// follows its key's struck record in refs, LockRef.SharesLevel): a strike
+// during a manual lockout leaves the key locked until the later of the
+// two ends, and answers that.
+func (s *MemoryStore) manualEnds(struck []LockState, refs []LockRef, now int64) {
+	for i := range struck {
+		for j := 0; j+1 < len(refs); j++ {
+			if refs[j].Key != struck[i].Key || !refs[j+1].SharesLevel {
+				continue
+			}
+			if m := s.lockRecord(refs[j+1].Key, now); m != nil && m.until > struck[i].Until.UnixMilli() {
+				struck[i].Until = memTime(m.until)
+			}
+			break
+		}
+	}
 }
 
 // activeLock returns the active lockout among refs that ends last, honouring

@@ -1002,6 +1002,21 @@ local function run(keys, args)
       if pv == nil then pv = v[li - 1] end
       lvl = lockLevel(li, lr, pairs, pv)
     end
+    -- A strike during a manual lockout of its key: the key is locked
+    -- until the later of the two ends, which the strike answers (the
+    -- manual record follows its key's struck record, bit j+1 of pairs).
+    if #struck > 0 and pairs > 0 then
+      for s = 1, #struck, 4 do
+        local lock = esc.fails[struck[s]].lock
+        for j = 1, nL - 1 do
+          if KEYS[lb + j] == lock and hasBit(pairs, j + 1) then
+            local m = parseLock(v[j + 1])
+            if m and m[3] > struck[s + 3] then struck[s + 3] = m[3] end
+            break
+          end
+        end
+      end
+    end
     reply(0, li, lr, lvl)
     return finish()
   end

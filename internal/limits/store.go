@@ -352,7 +352,10 @@ type ReportRequest struct {
 type ReportResult struct {
 	// Now is the store's clock at the report.
 	Now time.Time
-	// Struck lists the lockouts this failure set.
+	// Struck lists the lockouts this failure set. A lock struck during a
+	// manual lockout of its key (the manual record right after the key's
+	// struck record in Locks, SharesLevel) ends at the later of the two
+	// ends, which its Until says.
 	Struck []LockState
 	// Locked is the active lockout among the request's Locks that ends
 	// last, after the report; nil when none.
