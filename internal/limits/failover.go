@@ -95,6 +95,13 @@ type FailoverStore struct {
 	// lastDownProbe is when the last probe that failed while open was sent.
 	lastDownProbe time.Time
 
+	// mirrored holds, by key, the end of each manual lock that Lock set on
+	// the primary and copied into the fallback: while degraded, Unlock
+	// lifts none of them (see Unlock). Entries go when their lock ends or
+	// an unlock on the primary lifts it.
+	mirMu    sync.Mutex
+	mirrored map[string]time.Time
+
 	stop      context.CancelFunc
 	stopped   context.Context
 	probeDone chan struct{}
@@ -276,8 +283,15 @@ func (f *FailoverStore) reportDegraded(ctx context.Context, req *ReportRequest, 
 // reached): the lock may still hold on the primary, so answering the
 // fallback's "not found" would be false. Like every admin call it never
 // moves the breaker. While the breaker is open it answers the fallback's
-// result (other instances' fallbacks are not reached).
+// result (other instances' fallbacks are not reached), unless req names a
+// manual lock that Lock set on the primary and copied here: then it lifts
+// nothing and fails with ErrUnavailable, since that lock still holds on the
+// primary and returns with it, and "unlocked" would be false (a lock struck
+// by this fallback during the outage exists here only, and is lifted).
 func (f *FailoverStore) Unlock(ctx context.Context, req *UnlockRequest) (bool, error) {
+	if f.Degraded() && f.mirrorHolds(req.Locks) {
+		return false, fmt.Errorf("unlock: %w: a manual lockout set through the primary store, which is down: unlock again when it is back", ErrUnavailable)
+	}
 	localActive, localErr := f.fallback.Unlock(context.WithoutCancel(ctx), req)
 	if !f.Degraded() {
 		pctx, cancel := context.WithTimeout(ctx, f.cfg.AdminTimeout)
@@ -287,6 +301,7 @@ func (f *FailoverStore) Unlock(ctx context.Context, req *UnlockRequest) (bool, e
 			f.primaryError(err)
 			return false, fmt.Errorf("unlock: %w", err)
 		}
+		f.forgetMirrored(req.Locks)
 		if localErr != nil {
 			f.logger.Warn("fallback unlock failed", "err", localErr)
 		}

@@ -3,6 +3,7 @@ package limits
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // Lock sets manual lockouts on the primary and, once the primary has them,
@@ -29,6 +30,53 @@ func (f *FailoverStore) Lock(ctx context.Context, req *LockRequest) ([]LockState
 	}
 	if _, lerr := f.fallback.Lock(context.WithoutCancel(ctx), req); lerr != nil {
 		f.logger.Warn("fallback lock failed", "err", lerr)
+	} else {
+		f.mirror(req)
 	}
 	return states, nil
+}
+
+// mirror remembers the manual locks of req, now copied into the fallback,
+// until they end (FailoverStore.mirrored), and forgets those that ended.
+func (f *FailoverStore) mirror(req *LockRequest) {
+	now := f.cfg.Now()
+	end := now.Add(req.Duration)
+	f.mirMu.Lock()
+	defer f.mirMu.Unlock()
+	for k, until := range f.mirrored {
+		if !until.After(now) {
+			delete(f.mirrored, k)
+		}
+	}
+	if f.mirrored == nil {
+		f.mirrored = make(map[string]time.Time)
+	}
+	for _, l := range req.Locks {
+		if end.After(f.mirrored[l.Key]) {
+			f.mirrored[l.Key] = end
+		}
+	}
+}
+
+// mirrorHolds reports whether one of keys is a manual lock copied from the
+// primary that has not ended yet.
+func (f *FailoverStore) mirrorHolds(keys []string) bool {
+	now := f.cfg.Now()
+	f.mirMu.Lock()
+	defer f.mirMu.Unlock()
+	for _, k := range keys {
+		if f.mirrored[k].After(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// forgetMirrored drops keys, lifted on the primary, from f.mirrored.
+func (f *FailoverStore) forgetMirrored(keys []string) {
+	f.mirMu.Lock()
+	defer f.mirMu.Unlock()
+	for _, k := range keys {
+		delete(f.mirrored, k)
+	}
 }

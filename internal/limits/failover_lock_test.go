@@ -3,6 +3,7 @@ package limits
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -81,6 +82,71 @@ func TestFailoverLock(t *testing.T) {
 		}
 		if primary.calls.Load() != before {
 			t.Error("Lock while degraded waited on the dead primary")
+		}
+	})
+
+	t.Run("unlock while degraded", func(t *testing.T) {
+		// A manual lock is on the primary and copied into the fallback;
+		// while the primary is down an unlock of it lifts nothing and is
+		// unavailable (it would come back with the primary), where a lock
+		// this fallback struck during the outage is lifted.
+		mem := NewMemory(MemoryConfig{Now: func() time.Time { return foNow }})
+		var down atomic.Bool
+		primary := &foStore{
+			check: func(ctx context.Context, req *CheckRequest) (CheckResult, error) {
+				if down.Load() {
+					return CheckResult{}, errFoDown
+				}
+				return mem.Check(ctx, req)
+			},
+			unlock: func(ctx context.Context, req *UnlockRequest) (bool, error) {
+				if down.Load() {
+					return false, errFoDown
+				}
+				return mem.Unlock(ctx, req)
+			},
+			lock: func(ctx context.Context, req *LockRequest) ([]LockState, error) { return mem.Lock(ctx, req) },
+			ping: func(context.Context) error {
+				if down.Load() {
+					return errFoDown
+				}
+				return nil
+			},
+		}
+		fallback := NewMemory(MemoryConfig{Now: func() time.Time { return foNow }})
+		f := newTestFailover(t, FailoverConfig{FailureThreshold: 1, ProbeInterval: time.Millisecond, Now: func() time.Time { return foNow }}, primary, fallback, FailoverEvents{})
+		if _, err := f.Lock(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		down.Store(true)
+		if _, err := f.Check(ctx, foCheckReq()); err != nil {
+			t.Fatal(err)
+		}
+		if !f.Degraded() {
+			t.Fatal("breaker did not open")
+		}
+		unlock := &UnlockRequest{Locks: []string{"l:1", "m:1"}}
+		if ok, err := f.Unlock(ctx, unlock); !errors.Is(err, ErrUnavailable) || ok {
+			t.Errorf("Unlock of a manual lock while degraded = %v, %v; want ErrUnavailable", ok, err)
+		}
+		if res, err := fallback.Check(ctx, &CheckRequest{Locks: []LockRef{{Key: "m:1"}}, Cost: 1}); err != nil || res.Locked == nil {
+			t.Error("the refused unlock lifted the fallback's copy of the manual lock")
+		}
+		esc := Escalation{Failures: []FailureRule{{Key: "f:2", Limit: 1, Window: time.Minute, LockKey: "l:2"}},
+			Ladder: []time.Duration{time.Minute}, Decay: time.Hour}
+		if rep, err := f.Report(ctx, &ReportRequest{Failure: true, Escalation: esc}); err != nil || len(rep.Struck) != 1 {
+			t.Fatalf("strike while degraded = %+v, %v", rep, err)
+		}
+		if ok, err := f.Unlock(ctx, &UnlockRequest{Locks: []string{"l:2"}}); err != nil || !ok {
+			t.Errorf("Unlock of a lock the fallback struck = %v, %v; want true", ok, err)
+		}
+		// Back up: the unlock goes to the primary, and the copy is gone.
+		down.Store(false)
+		for deadline := time.Now().Add(5 * time.Second); f.Degraded() && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		if ok, err := f.Unlock(ctx, unlock); err != nil || !ok {
+			t.Errorf("Unlock with the primary up = %v, %v; want true", ok, err)
 		}
 	})
 
