@@ -94,6 +94,45 @@ func TestBacktestCommand(t *testing.T) {
 			}
 		})
 	}
+	// Without --action every action of the candidate is reported, those
+	// without events with zeros.
+	var stdout, stderr bytes.Buffer
+	two := candidate("1")
+	body, err := os.ReadFile(two)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body = []byte(strings.Replace(string(body), "actions:\n", "actions:\n  signup:\n    limits:\n      - {dimension: ip, limit: 5, window: 1h}\n", 1))
+	if err := os.WriteFile(two, body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"guard", "backtest", "--config", two, "--since", start.UTC().Format(time.RFC3339), "--format", "json"}
+	if err := run(context.Background(), args, envMap(map[string]string{"GUARD_DATABASE_URL": dbURL}), &stdout, &stderr); err != nil {
+		t.Fatalf("backtest: %v; stderr:\n%s", err, stderr.String())
+	}
+	var all struct {
+		Actions map[string]struct {
+			Replayed *int64           `json:"replayed"`
+			Changed  map[string]int64 `json:"changed"`
+			Top      map[string][]any `json:"top"`
+		} `json:"actions"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &all); err != nil {
+		t.Fatalf("output is not the report's JSON: %v\n%s", err, stdout.String())
+	}
+	if len(all.Actions) != 2 {
+		t.Errorf("actions = %v, want the candidate's login and signup", all.Actions)
+	}
+	for _, a := range []string{"login", "signup"} {
+		r, ok := all.Actions[a]
+		want := int64(0)
+		if a == "login" {
+			want = 5
+		}
+		if !ok || r.Replayed == nil || *r.Replayed != want || r.Changed["allow->deny"] != map[bool]int64{true: 2}[a == "login"] || r.Top["users"] == nil {
+			t.Errorf("action %s: %+v (present %v); want %d replayed, its changes and top lists", a, r, ok, want)
+		}
+	}
 	if got := len(auditIDCounts(t, dbURL)); got != 5 {
 		t.Errorf("%d events in the trail after the backtests, want the 5 recorded", got)
 	}

@@ -61,6 +61,10 @@ type Config struct {
 	// Top is how many of the most affected users, IPs and devices each
 	// action lists; default DefaultTop.
 	Top int
+	// Actions are reported whether or not events of theirs are replayed
+	// (with zeros when none is): the candidate's actions, or the one a
+	// run is limited to.
+	Actions []string
 }
 
 // Replayer replays events one by one (Add) and sums up (Report). It is not
@@ -89,6 +93,9 @@ func New(cfg Config) (*Replayer, error) {
 	r := &Replayer{top: cfg.Top, actions: map[string]*tally{}, checks: checkMemo{byID: map[string]memo{}}}
 	if r.top <= 0 {
 		r.top = DefaultTop
+	}
+	for _, a := range cfg.Actions {
+		r.actions[a] = newTally(r.top)
 	}
 	now := func() time.Time { return time.UnixMilli(r.clock.Load()).UTC() }
 	// The sweep drops keys idle on the simulated clock, so a long

@@ -127,7 +127,12 @@ func Execute(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		progress = bar.update
 		defer bar.done()
 	}
-	rep, err := Run(ctx, src, f, Config{Guard: cfg.Guard}, progress)
+	// Every action the run covers is reported, also one without events.
+	actions := []string{o.Action}
+	if o.Action == "" {
+		actions = slices.Sorted(maps.Keys(cfg.Guard.Policy.Actions))
+	}
+	rep, err := Run(ctx, src, f, Config{Guard: cfg.Guard, Actions: actions}, progress)
 	if err != nil {
 		return err
 	}

@@ -132,7 +132,11 @@ func (r Report) WriteTable(w io.Writer) error {
 	}
 	slices.Sort(names)
 	var b strings.Builder
-	if len(names) == 0 {
+	replayed := int64(0)
+	for _, a := range r.Actions {
+		replayed += a.Replayed + a.Skipped + a.DroppedReports
+	}
+	if replayed == 0 {
 		b.WriteString("no checks or reports in the range\n")
 	}
 	for _, n := range names {
