@@ -2,12 +2,14 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/guardhq/guard/internal/abuse"
+	"github.com/guardhq/guard/sdk"
 )
 
 func TestLockoutsList(t *testing.T) {
@@ -197,5 +199,20 @@ func TestPolicy(t *testing.T) {
 		if strings.Contains(w.Body.String(), secret) {
 			t.Errorf("policy leaks a key")
 		}
+	}
+
+	// A shadow action's rules are shadow in the effective policy, as
+	// they are enforced.
+	login := p.Actions["login"]
+	login.Shadow = true
+	p.Actions["login"] = login
+	h = newTestHandler(t, testConfig(), Deps{Guard: &fakeGuard{policy: p}})
+	var got sdk.Policy
+	if err := json.Unmarshal(call(h, "GET", "/v1/policy", keyAdmin, "").Body.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	a := got.Actions["login"]
+	if !a.Shadow || len(a.Limits) != 1 || !a.Limits[0].Shadow || len(a.Failures) != 1 || !a.Failures[0].Shadow {
+		t.Errorf("shadow action's policy = %+v; want the action and each of its rules shadow", a)
 	}
 }

@@ -21,8 +21,8 @@ func wirePolicy(p abuse.Policy) sdk.Policy {
 	out := sdk.Policy{Actions: make(map[string]sdk.PolicyAction, len(p.Actions))}
 	for name, a := range p.Actions {
 		out.Actions[name] = sdk.PolicyAction{
-			Limits:   wireRules(a.Limits),
-			Failures: wireRules(a.Failures),
+			Limits:   wireRules(a.Limits, a.Shadow),
+			Failures: wireRules(a.Failures, a.Shadow),
 			Lockout: sdk.PolicyLockout{
 				LadderMs:     millisList(a.Lockout.Ladder),
 				DecayMs:      ceilMillis(a.Lockout.Decay),
@@ -38,7 +38,9 @@ func wirePolicy(p abuse.Policy) sdk.Policy {
 	return out
 }
 
-func wireRules(rules []abuse.Rule) []sdk.PolicyRule {
+// wireRules lists rules as enforced: each shadow when it says so or when
+// its action is (a shadow action's rules never deny).
+func wireRules(rules []abuse.Rule, actionShadow bool) []sdk.PolicyRule {
 	out := make([]sdk.PolicyRule, 0, len(rules))
 	for _, r := range rules {
 		out = append(out, sdk.PolicyRule{
@@ -46,7 +48,7 @@ func wireRules(rules []abuse.Rule) []sdk.PolicyRule {
 			Dimension: r.Dimension,
 			Limit:     r.Limit,
 			WindowMs:  ceilMillis(r.Window),
-			Shadow:    r.Shadow,
+			Shadow:    r.Shadow || actionShadow,
 			Distinct:  r.Distinct,
 			Algorithm: wireAlgorithm(r.Algorithm),
 			OnLimit:   r.OnLimit,
