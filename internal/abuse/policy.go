@@ -103,7 +103,9 @@ type Rule struct {
 
 // Lockout is an action's escalation policy. An action with failure rules
 // always has one: a nil Ladder is the built-in policy's (1m 5m 15m 1h 6h
-// 24h), an empty one an error. An action without failure rules has none.
+// 24h). An action without failure rules has none unless it names a ladder
+// (its ledger is then one a manual lockout without ledger covers). An
+// empty, non-nil Ladder is an error on every action.
 type Lockout struct {
 	// Ladder holds the lockout duration per level.
 	Ladder []time.Duration `yaml:"ladder"`

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -111,8 +112,9 @@ func (ps *problems) add(e PolicyError) {
 // below 1ms or not in whole milliseconds, two rules of one action on one
 // dimension without distinct names, duplicate rule names, a distinct attempt
 // rule sharing the set of a distinct failure rule that reserve_failures
-// reaches, failures without a ladder, count_denials without failures,
-// unknown on_store_failure values and malformed names or list entries. Every
+// reaches, an explicitly empty (non-nil) ladder, with failures or without,
+// count_denials without failures, unknown on_store_failure values and
+// malformed names or list entries. Every
 // problem is reported: the error joins one *PolicyError per problem
 // (errors.As finds the first). Validate modifies p in place; it is safe to
 // call again on its own result. It is the policy's only validation: the
@@ -163,7 +165,11 @@ func validateAction(ps *problems, name string, a *Action) {
 		// on the built-in policy's ladder.
 		l.Ladder = defaultLadder
 	}
-	if len(a.Failures) > 0 && len(l.Ladder) == 0 {
+	if l.Ladder != nil && len(l.Ladder) == 0 {
+		// An explicit [] is refused with failures or without: it asks for
+		// no lockout and for one at once. Without failures a ladder is
+		// optional (it puts the ledger among those a manual lockout
+		// without ledger covers); leaving it out is how to have none.
 		fail("lockout", -1, "ladder", "ladder needs at least one step (lockout durations per level, e.g. [1m, 5m, 15m]); leave it out for the default")
 	}
 	if l.CountDenials && len(a.Failures) == 0 {
@@ -172,7 +178,10 @@ func validateAction(ps *problems, name string, a *Action) {
 	if a.ReserveFailures && len(a.Failures) == 0 {
 		fail("", -1, "reserve_failures", "reserve_failures needs failures rules to reserve in")
 	}
-	l.Ladder = append(make([]time.Duration, 0, len(l.Ladder)), l.Ladder...)
+	// A copy (the caller's slice stays untouched); an action without a
+	// ladder keeps a nil one, so that validating the result again does
+	// not take it for an explicit [].
+	l.Ladder = slices.Clone(l.Ladder)
 	for i, step := range l.Ladder {
 		if msg := checkDuration(step); msg != "" {
 			fail("lockout", i, "ladder", "ladder step %s", msg)

@@ -80,6 +80,8 @@ func TestValidateRejects(t *testing.T) {
 			section: "limits", index: 0, field: "name"},
 		{name: "empty ladder", action: Action{Failures: []Rule{rule(DimUser, 5, time.Minute)}, Lockout: Lockout{Ladder: []time.Duration{}}},
 			section: "lockout", index: -1, field: "ladder", msg: "needs at least one step"},
+		{name: "empty ladder without failures", action: Action{Limits: []Rule{rule(DimIP, 3, time.Minute)}, Lockout: Lockout{Ladder: []time.Duration{}}},
+			section: "lockout", index: -1, field: "ladder", msg: "needs at least one step"},
 		{name: "limit above the maximum", action: Action{Limits: []Rule{rule(DimIP, MaxRuleLimit+1, time.Second)}},
 			section: "limits", index: 0, field: "limit", msg: "between 1 and"},
 		{name: "bad action name", action: Action{Limits: []Rule{rule(DimIP, 1, time.Second)}}, section: "name", index: -1},

@@ -180,6 +180,12 @@ func TestPolicy(t *testing.T) {
 					Ledger: "auth", CountDenials: true},
 				OnStoreFailure: "local",
 			},
+			// No failures, no ladder: ladder_ms is [], not null.
+			"signup": {
+				Limits:         []abuse.Rule{{Name: "signup/ip", Dimension: "ip", Limit: 10, Window: time.Hour}},
+				Lockout:        abuse.Lockout{Decay: 72 * time.Hour, Ledger: "signup"},
+				OnStoreFailure: "local",
+			},
 		},
 		Allow: abuse.List{CIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}},
 		Deny:  abuse.List{Users: []string{"mallory"}},
@@ -190,6 +196,11 @@ func TestPolicy(t *testing.T) {
 		"limits":[{"name":"login/ip","dimension":"ip","limit":60,"window_ms":60000,"shadow":false,"algorithm":"log"}],
 		"failures":[{"name":"login/user+ip/failures","dimension":"user+ip","limit":10,"window_ms":900000,"shadow":true,"algorithm":"log"}],
 		"lockout":{"ladder_ms":[60000,300000],"decay_ms":86400000,"ledger":"auth","count_denials":true},
+		"on_store_failure":"local","shadow":false,"reserve_failures":false},
+		"signup":{
+		"limits":[{"name":"signup/ip","dimension":"ip","limit":10,"window_ms":3600000,"shadow":false,"algorithm":"log"}],
+		"failures":[],
+		"lockout":{"ladder_ms":[],"decay_ms":259200000,"ledger":"signup","count_denials":false},
 		"on_store_failure":"local","shadow":false,"reserve_failures":false}},
 		"lists":{"allow":{"cidrs":["10.0.0.0/8"],"users":[],"devices":[],"countries":[]},"deny":{"cidrs":[],"users":["mallory"],"devices":[],"countries":[]}}}`
 	if compact(t, w.Body.String()) != compact(t, want) {

@@ -291,6 +291,8 @@ func TestParseConfigRejects(t *testing.T) {
 		{"duplicate action", "actions:\n  login:\n    limits: [{dimension: ip, limit: 1, window: 1m}]\n  login:\n    limits: [{dimension: ip, limit: 1, window: 1m}]\n", 4, `key "login" appears twice`},
 		{"empty ladder", "actions:\n  login:\n    failures: [{dimension: user, limit: 5, window: 1m}]\n    lockout: {ladder: [], decay: 1h}\n", 4, "needs at least one step"},
 		{"empty ladder", "actions:\n  login:\n    failures: [{dimension: user, limit: 5, window: 1m}]\n    lockout: {ladder: []}\n", 4, "at least one step"},
+		{"empty ladder without failures", "actions:\n  login:\n    limits: [{dimension: ip, limit: 3, window: 1m}]\n    lockout: {ladder: []}\n", 4, "lockout.ladder: ladder needs at least one step"},
+		{"empty ladder without failures, block form", "actions:\n  login:\n    limits: [{dimension: ip, limit: 3, window: 1m}]\n    lockout:\n      ladder: []\n", 5, "at least one step"},
 		{"bad ladder step", "actions:\n  login:\n    failures: [{dimension: user, limit: 5, window: 1m}]\n    lockout:\n      ladder: [1m, 5x]\n", 5, `"5x" is not a duration`},
 		{"bad decay", "actions:\n  login:\n    failures: [{dimension: user, limit: 5, window: 1m}]\n    lockout:\n      ladder: [1m]\n      decay: soon\n", 6, "is not a duration"},
 		{"decay zero", "actions:\n  login:\n    failures: [{dimension: user, limit: 5, window: 1m}]\n    lockout: {ladder: [1m], decay: 0s}\n", 4, "actions.login.lockout.decay must be at least 1ms, not 0s"},
