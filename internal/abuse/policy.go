@@ -57,7 +57,7 @@ type Action struct {
 	Lockout Lockout `yaml:"lockout"`
 	// OnStoreFailure is OnFailureLocal (default), OnFailureAllow or
 	// OnFailureDeny.
-	OnStoreFailure string `yaml:"on_store_failure"`
+	OnStoreFailure string `yaml:"on_store_failure" min:"1"`
 	// Shadow makes every rule of the action shadow.
 	Shadow bool `yaml:"shadow"`
 	// ReserveFailures makes every allowed check add one provisional
@@ -74,7 +74,9 @@ const (
 )
 
 // Rule is one rule: a sliding-window log by default, else the Algorithm
-// it names, or a distinct-count rule (Distinct).
+// it names, or a distinct-count rule (Distinct). A config file's explicit
+// "" for a string field (min) is an error: only an absent key takes the
+// default.
 type Rule struct {
 	// Name defaults to "action/dimension" for limits and
 	// "action/dimension/failures" for failure rules; a distinct rule's
@@ -92,13 +94,13 @@ type Rule struct {
 	// Distinct, DimUser or DimDevice, makes the rule count the distinct
 	// values of that field per key (e.g. the users one IP tried) instead
 	// of attempts: password spraying. It must not be part of Dimension.
-	Distinct string `yaml:"distinct"`
+	Distinct string `yaml:"distinct" min:"1"`
 	// Algorithm is AlgLog (the default), AlgCounter or AlgBucket, for
 	// attempt rules; failure and distinct rules are always logs.
-	Algorithm string `yaml:"algorithm"`
+	Algorithm string `yaml:"algorithm" min:"1"`
 	// OnLimit is what a full attempt rule does: OnLimitDeny (default) or
 	// OnLimitChallenge (ask the caller to challenge the person instead).
-	OnLimit string `yaml:"on_limit"`
+	OnLimit string `yaml:"on_limit" min:"1"`
 }
 
 // Lockout is an action's escalation policy. An action with failure rules

@@ -378,10 +378,10 @@ func (d *decoder) fill(cfg *Config, f *file) {
 			d.errorAt("forward_auth."+key, "forward_auth.%s: Authorization carries Guard's API key, which must not become an identifier", key)
 		}
 	}
-	switch fa.AllowStatus {
-	case 0:
+	switch {
+	case fa.AllowStatus == 0 && !d.has("forward_auth.allow_status"):
 		fa.AllowStatus = http.StatusNoContent
-	case http.StatusNoContent, http.StatusOK:
+	case fa.AllowStatus == http.StatusNoContent, fa.AllowStatus == http.StatusOK:
 	default:
 		d.errorAt("forward_auth.allow_status", "forward_auth.allow_status must be 204 or 200, not %d", fa.AllowStatus)
 	}
