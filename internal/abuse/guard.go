@@ -37,7 +37,8 @@ type Config struct {
 	// digits); zero fields get PhoneConfig's defaults.
 	Phone PhoneConfig
 	// TrustTTL is how long a success trusts the device for the user;
-	// default DefaultTrustTTL (720h); negative disables trust.
+	// default DefaultTrustTTL (720h), at most MaxDuration; negative
+	// disables trust.
 	TrustTTL time.Duration
 	// Pseudonymize puts keyed hashes instead of identifiers into audit
 	// events (the IP's hash is of the full address, not its network).
@@ -111,6 +112,9 @@ func New(logger *slog.Logger, cfg Config, store limits.Store, rec Recorder, look
 	}
 	if cfg.TrustTTL < 0 {
 		cfg.TrustTTL = 0
+	}
+	if cfg.TrustTTL > MaxDuration {
+		return nil, fmt.Errorf("abuse: trust ttl %v above %s", cfg.TrustTTL, maxDurationText)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

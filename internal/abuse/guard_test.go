@@ -24,6 +24,7 @@ func TestNewRejects(t *testing.T) {
 		{"ipv6 prefix negative", Config{KeySecret: testSecret, IPv6Prefix: -1}},
 		{"invalid policy", Config{KeySecret: testSecret, Policy: bad}},
 		{"brace in key prefix", Config{KeySecret: testSecret, KeyPrefix: "guard:{x}:"}},
+		{"trust ttl above the maximum", Config{KeySecret: testSecret, TrustTTL: MaxDuration + time.Millisecond}},
 	}
 	for _, tt := range tests {
 		if _, err := New(nil, tt.cfg, st, &fakeRecorder{}, nil); err == nil {

@@ -87,7 +87,8 @@ type Rule struct {
 	Dimension string `yaml:"dimension" required:"true"`
 	// Limit is the most attempts counted in any window, 1..MaxRuleLimit.
 	Limit int `yaml:"limit" required:"true"`
-	// Window is the sliding window, at least 1ms in whole milliseconds.
+	// Window is the sliding window, 1ms to MaxDuration in whole
+	// milliseconds.
 	Window time.Duration `yaml:"window" required:"true"`
 	// Shadow evaluates the rule without enforcing it.
 	Shadow bool `yaml:"shadow"`
@@ -109,11 +110,13 @@ type Rule struct {
 // (its ledger is then one a manual lockout without ledger covers). An
 // empty, non-nil Ladder is an error on every action.
 type Lockout struct {
-	// Ladder holds the lockout duration per level.
+	// Ladder holds the lockout duration per level, each 1ms to
+	// MaxDuration.
 	Ladder []time.Duration `yaml:"ladder"`
 	// Decay is the quiet time after which the level returns to 0; default
-	// DefaultDecay (72h). A config file's explicit decay must be at least
-	// 1ms (min): only an absent one takes the default.
+	// DefaultDecay (72h), at most MaxDuration. A config file's explicit
+	// decay must be at least 1ms (min): only an absent one takes the
+	// default.
 	Decay time.Duration `yaml:"decay" min:"1ms"`
 	// Ledger names the shared lockout state; default: the action's name.
 	Ledger string `yaml:"ledger" min:"1"`

@@ -9,11 +9,21 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/guardhq/guard/internal/limits"
 )
 
 // maxNameBytes bounds action, rule and ledger names: they are part of Redis
 // keys, header values and audit rows.
 const maxNameBytes = 64
+
+// MaxDuration bounds every duration of a policy (windows, ladder steps,
+// decay) and the trust TTL: limits.MaxDuration (366 days), the longest the
+// stores' millisecond arithmetic takes without overflow.
+const MaxDuration = limits.MaxDuration
+
+// maxDurationText is MaxDuration as a config file writes it.
+var maxDurationText = fmt.Sprintf("%dh (%d days)", int64(MaxDuration/time.Hour), int64(MaxDuration/(24*time.Hour)))
 
 // MaxRuleLimit bounds a rule's limit: a sliding-window log keeps one entry
 // per counted attempt, so a huge limit is a huge ZSET per key.
@@ -109,7 +119,8 @@ func (ps *problems) add(e PolicyError) {
 // 1..MaxRuleLimit (MaxCounterLimit, MaxDistinctLimit for those kinds),
 // unknown algorithms, an algorithm but log on a failure or distinct rule, a
 // distinct field other than user or device or within the dimension, windows
-// below 1ms or not in whole milliseconds, two rules of one action on one
+// and ladder steps below 1ms, above MaxDuration or not in whole milliseconds,
+// a decay above MaxDuration, two rules of one action on one
 // dimension without distinct names, duplicate rule names, a distinct attempt
 // rule sharing the set of a distinct failure rule that reserve_failures
 // reaches, an explicitly empty (non-nil) ladder, with failures or without,
@@ -190,6 +201,8 @@ func validateAction(ps *problems, name string, a *Action) {
 	switch {
 	case l.Decay < 0 || l.Decay%time.Millisecond != 0:
 		fail("lockout", -1, "decay", "decay %v must be positive, in whole milliseconds", l.Decay)
+	case l.Decay > MaxDuration:
+		fail("lockout", -1, "decay", "decay must be at most %s, not %v", maxDurationText, l.Decay)
 	case l.Decay == 0:
 		l.Decay = DefaultDecay
 	}
@@ -245,6 +258,8 @@ func checkDuration(d time.Duration) string {
 		return fmt.Sprintf("must be at least 1ms, not %v", d)
 	case d%time.Millisecond != 0:
 		return fmt.Sprintf("must be whole milliseconds, not %v", d)
+	case d > MaxDuration:
+		return fmt.Sprintf("must be at most %s, not %v", maxDurationText, d)
 	}
 	return ""
 }

@@ -71,6 +71,12 @@ func TestValidateRejects(t *testing.T) {
 			section: "limits", index: 0, field: "window"},
 		{name: "window fraction of ms", action: Action{Limits: []Rule{rule(DimIP, 1, 1500*time.Microsecond)}},
 			section: "limits", index: 0, field: "window"},
+		{name: "window above the maximum", action: Action{Limits: []Rule{rule(DimIP, 1, MaxDuration+time.Millisecond)}},
+			section: "limits", index: 0, field: "window", msg: "at most 8784h (366 days)"},
+		{name: "ladder step above the maximum", action: Action{Failures: []Rule{rule(DimUser, 5, time.Minute)}, Lockout: Lockout{Ladder: []time.Duration{MaxDuration + time.Millisecond}}},
+			section: "lockout", index: 0, field: "ladder", msg: "at most 8784h"},
+		{name: "decay above the maximum", action: Action{Failures: []Rule{rule(DimUser, 5, time.Minute)}, Lockout: Lockout{Ladder: ladder.Ladder, Decay: MaxDuration + time.Millisecond}},
+			section: "lockout", index: -1, field: "decay", msg: "at most 8784h"},
 		{name: "two rules one dimension unnamed", action: Action{Limits: []Rule{rule(DimIP, 10, time.Second), rule(DimIP, 100, time.Hour)}},
 			section: "limits", index: 0, field: "name", msg: "each needs its own name"},
 		{name: "two rules one dimension same name", action: Action{Limits: []Rule{

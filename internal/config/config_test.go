@@ -272,6 +272,12 @@ func TestParseConfigRejects(t *testing.T) {
 		{"window unitless", login + "      - {dimension: ip, limit: 5, window: 60}\n", 4, "is not a duration"},
 		{"window zero", login + "      - {dimension: ip, limit: 5, window: 0s}\n", 4, "window must be at least 1ms"},
 		{"window negative", login + "      - {dimension: ip, limit: 5, window: -1m}\n", 4, "window must be at least 1ms"},
+		{"window above the maximum", login + "      - {dimension: ip, limit: 5, window: 8784h1ms}\n", 4, "window must be at most 8784h (366 days)"},
+		{"window of 2562047h", login + "      - {dimension: ip, limit: 5, window: 2562047h, algorithm: counter}\n", 4, "window must be at most 8784h (366 days)"},
+		{"failure window above the maximum", "actions:\n  login:\n    failures: [{dimension: user, limit: 5, window: 8785h}]\n", 3, "window must be at most 8784h"},
+		{"ladder step above the maximum", "actions:\n  login:\n    failures: [{dimension: user, limit: 5, window: 1m}]\n    lockout:\n      ladder: [1m, 8785h]\n", 5, "lockout.ladder[1]: ladder step must be at most 8784h (366 days)"},
+		{"decay above the maximum", "actions:\n  login:\n    failures: [{dimension: user, limit: 5, window: 1m}]\n    lockout:\n      decay: 8784h1ms\n", 5, "decay must be at most 8784h (366 days)"},
+		{"trust ttl above the maximum", "trusted_devices:\n  ttl: 8785h\n", 2, "trusted_devices.ttl must be at most 8784h (366 days), not 8785h"},
 		{"window sub-millisecond", login + "      - {dimension: ip, limit: 5, window: 1500us}\n", 4, "whole milliseconds"},
 		{"missing window", login + "      - {dimension: ip, limit: 5}\n", 4, "window is required"},
 		{"missing dimension", login + "      - {limit: 5, window: 1m}\n", 4, "dimension is required"},
@@ -393,6 +399,33 @@ func TestParseConfigOneDocument(t *testing.T) {
 	}
 	if _, err := Parse("guard.yaml", []byte("# nothing but a comment\n"), noEnv); err != nil {
 		t.Errorf("Parse(comment only): %v", err)
+	}
+}
+
+// TestParseConfigMaxDuration: windows, ladder steps, decay and the trust
+// TTL may be as long as abuse.MaxDuration, 366 days (one more millisecond
+// is refused: TestParseConfigRejects).
+func TestParseConfigMaxDuration(t *testing.T) {
+	const y = `actions:
+  login:
+    limits: [{dimension: ip, limit: 5, window: 8784h, algorithm: counter}]
+    failures: [{dimension: user, limit: 5, window: 8784h}]
+    lockout: {ladder: [8784h], decay: 8784h}
+trusted_devices: {ttl: 8784h}
+`
+	cfg, err := Parse("guard.yaml", []byte(y), noEnv)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	const want = 366 * 24 * time.Hour
+	login := cfg.Guard.Policy.Actions["login"]
+	for _, got := range []time.Duration{login.Limits[0].Window, login.Failures[0].Window, login.Lockout.Ladder[0], login.Lockout.Decay, cfg.Guard.TrustTTL} {
+		if got != want {
+			t.Errorf("duration = %v, want %v", got, want)
+		}
+	}
+	if abuse.MaxDuration != want {
+		t.Errorf("abuse.MaxDuration = %v, want %v (docs/configuration.md)", abuse.MaxDuration, want)
 	}
 }
 

@@ -486,6 +486,7 @@ func confRejectsInvalid(t *testing.T, c *conf) {
 		{"cost 0", CheckRequest{Rules: []Rule{rule}, Nonce: "n"}},
 		{"limit 0", CheckRequest{Cost: 1, Rules: []Rule{{Key: rule.Key, Window: time.Second}}}},
 		{"window below 1ms", CheckRequest{Cost: 1, Rules: []Rule{{Key: rule.Key, Limit: 1, Window: time.Microsecond}}}},
+		{"window above MaxDuration", CheckRequest{Cost: 1, Rules: []Rule{{Key: rule.Key, Limit: 1, Window: MaxDuration + time.Millisecond, Algorithm: AlgCounter}}}},
 		{"empty rule key", CheckRequest{Cost: 1, Rules: []Rule{{Limit: 1, Window: time.Second}}}},
 		{"empty lock key", CheckRequest{Cost: 1, Rules: []Rule{rule}, Locks: []LockRef{{}}}},
 		{"nonce over 32 bytes", CheckRequest{Cost: 1, Rules: []Rule{rule}, Nonce: strings.Repeat("n", 33)}},
@@ -513,6 +514,10 @@ func confRejectsInvalid(t *testing.T, c *conf) {
 		{"info over 512 bytes", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Failures[0].Info = strings.Repeat("i", 513) })}},
 		{"ladder step 0", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Ladder = []time.Duration{0} })}},
 		{"negative decay", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Decay = -time.Second })}},
+		{"ladder step above MaxDuration", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Ladder = []time.Duration{MaxDuration + time.Millisecond} })}},
+		{"decay above MaxDuration", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Decay = MaxDuration + time.Millisecond })}},
+		{"failure window above MaxDuration", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Failures[0].Window = MaxDuration + time.Millisecond })}},
+		{"trust ttl above MaxDuration", ReportRequest{TrustKey: c.key("trust", "invalid"), TrustTTL: MaxDuration + time.Millisecond}},
 		{"failure limit 0", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Failures[0].Limit = 0 })}},
 		{"long distinct value", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Failures[0].Distinct = "123456789" })}},
 		{"pending key of a log rule", ReportRequest{Failure: true, Escalation: esc(func(e *Escalation) { e.Failures[0].Pending = c.key("pend", "invalid") })}},
@@ -553,5 +558,64 @@ func confRejectsInvalid(t *testing.T, c *conf) {
 	res := c.check(t, c.a, CheckRequest{Rules: []Rule{rule}, Locks: []LockRef{{Key: c.key("lock", "invalid")}}})
 	if !res.Allowed || res.Rules[0].Count != 1 {
 		t.Errorf("after the rejected requests: got %+v, want allowed with count 1", res)
+	}
+}
+
+// confMaxDuration: every rule kind, a ladder step, decay and trust TTL of
+// MaxDuration answer exact, positive times: the stores' millisecond
+// arithmetic (two windows ahead for a counter) neither overflows nor
+// rounds there.
+func confMaxDuration(t *testing.T, c *conf) {
+	const w = MaxDuration
+	wm := w.Milliseconds()
+	for _, tc := range []struct {
+		name string
+		rule Rule
+		vals [2]string
+	}{
+		{"log", Rule{Limit: 1, Window: w}, [2]string{}},
+		{"counter", Rule{Limit: 1, Window: w, Algorithm: AlgCounter}, [2]string{}},
+		{"bucket", Rule{Limit: 1, Window: w, Algorithm: AlgBucket}, [2]string{}},
+		{"distinct", Rule{Limit: 1, Window: w}, [2]string{confValue("a"), confValue("b")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rule := tc.rule
+			rule.Key = c.key("log", "max", tc.name)
+			rule.Distinct = tc.vals[0]
+			first := c.check(t, c.a, CheckRequest{Rules: []Rule{rule}})
+			rule.Distinct = tc.vals[1]
+			res := c.check(t, c.b, CheckRequest{Rules: []Rule{rule}})
+			if !first.Allowed || res.Allowed {
+				t.Fatalf("got allowed %v then %v, want true then false", first.Allowed, res.Allowed)
+			}
+			now, start := confMs(res.Now), confMs(first.Now)
+			var want time.Duration
+			switch tc.rule.Algorithm {
+			case AlgCounter:
+				// One attempt in the current sub-window, limit 1: it
+				// fits again when the sub-window after next begins.
+				want = confMsDur(start - start%wm + 2*wm - now)
+			default:
+				// The log's entry, the set's value, the bucket's token:
+				// back one window after the first attempt.
+				want = confMsDur(start + wm - now)
+			}
+			if got := res.Rules[0].RetryAfter; !confNear(got, want) || got <= 0 {
+				t.Errorf("retry after = %v, want %v", got, want)
+			}
+			if got := res.Rules[0].Reset; got <= 0 || got > 2*w {
+				t.Errorf("reset = %v, want within (0, %v]", got, 2*w)
+			}
+		})
+	}
+	esc := Escalation{
+		Failures: []FailureRule{{Key: c.key("fail", "max"), Limit: 1, Window: w, LockKey: c.key("lock", "max")}},
+		Ladder:   []time.Duration{w},
+		Decay:    w,
+	}
+	res := c.fail(t, c.a, esc)
+	confWantStrike(t, "strike", res, esc, 1)
+	if r := c.report(t, c.b, ReportRequest{TrustKey: c.key("trust", "max"), TrustTTL: w}); r.Locked != nil {
+		t.Errorf("success: got locked %+v, want none", r.Locked)
 	}
 }

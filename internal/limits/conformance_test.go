@@ -78,6 +78,7 @@ func runConformance(t *testing.T, h storeHarness) {
 		{"LockoutPages", false, confLockoutPages},
 		{"ConcurrentStrikes", false, confConcurrentStrikes},
 		{"RejectsInvalid", false, confRejectsInvalid},
+		{"MaxDuration", false, confMaxDuration},
 	}
 	cases = append(cases, confManualCases()...)
 	cases = append(cases, confKindCases()...)

@@ -11,6 +11,16 @@ import (
 // are plain (never ErrUnavailable): they are bugs of the caller, which
 // validates user input long before this point.
 
+// MaxDuration is the longest window, ladder step, decay, trust TTL and
+// reservation TTL a store accepts (366 days). The stores compute in
+// milliseconds (Lua numbers are doubles, exact to 2^53) and answer
+// time.Durations (nanoseconds in an int64, at most about 292 years): a
+// counter's reset lies up to two windows ahead and its key lives for two,
+// a lock's end a ladder step past now. Far below both limits, so none of
+// that arithmetic can overflow or round; internal/abuse refuses longer
+// policy durations, and so the config file (docs/configuration.md).
+const MaxDuration = 366 * 24 * time.Hour
+
 // maxInfo is the largest FailureRule.Info in bytes.
 const maxInfo = 512
 
@@ -45,8 +55,8 @@ func validateCheck(req *CheckRequest) error {
 		if err := validateEscalation(&r.Escalation); err != nil {
 			return fmt.Errorf("reserve: %w", err)
 		}
-		if r.TTL < time.Millisecond {
-			return fmt.Errorf("reserve: ttl %v: must be at least 1ms", r.TTL)
+		if r.TTL < time.Millisecond || r.TTL > MaxDuration {
+			return fmt.Errorf("reserve: ttl %v: must be 1ms to %v", r.TTL, MaxDuration)
 		}
 		if len(r.Escalation.Failures) > 0 && len(r.Records) == 0 {
 			return errors.New("reserve: failure rules without a record key")
@@ -73,8 +83,8 @@ func validateReport(req *ReportRequest) error {
 	if err := validateLocks(req.Locks); err != nil {
 		return err
 	}
-	if req.TrustTTL < 0 {
-		return fmt.Errorf("trust ttl %v: must not be negative", req.TrustTTL)
+	if req.TrustTTL < 0 || req.TrustTTL > MaxDuration {
+		return fmt.Errorf("trust ttl %v: must be 0 to %v", req.TrustTTL, MaxDuration)
 	}
 	for i, k := range req.Clear {
 		if k == "" {
@@ -116,8 +126,8 @@ func validateLog(key string, limit int, window time.Duration) error {
 		return errors.New("empty key")
 	case limit < 1:
 		return fmt.Errorf("key %q: limit %d: must be at least 1", key, limit)
-	case window < time.Millisecond:
-		return fmt.Errorf("key %q: window %v: must be at least 1ms", key, window)
+	case window < time.Millisecond || window > MaxDuration:
+		return fmt.Errorf("key %q: window %v: must be 1ms to %v", key, window, MaxDuration)
 	}
 	return nil
 }
@@ -154,12 +164,12 @@ func validateEscalation(esc *Escalation) error {
 		return errors.New("escalation: empty ladder")
 	}
 	for i, d := range esc.Ladder {
-		if d < time.Millisecond {
-			return fmt.Errorf("escalation: ladder step %d: %v: must be at least 1ms", i, d)
+		if d < time.Millisecond || d > MaxDuration {
+			return fmt.Errorf("escalation: ladder step %d: %v: must be 1ms to %v", i, d, MaxDuration)
 		}
 	}
-	if esc.Decay < 0 {
-		return fmt.Errorf("escalation: decay %v: must not be negative", esc.Decay)
+	if esc.Decay < 0 || esc.Decay > MaxDuration {
+		return fmt.Errorf("escalation: decay %v: must be 0 to %v", esc.Decay, MaxDuration)
 	}
 	for i := range esc.Failures {
 		f := &esc.Failures[i]
