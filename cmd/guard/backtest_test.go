@@ -147,6 +147,8 @@ func TestBacktestUsage(t *testing.T) {
 		{"no candidate", []string{"backtest"}, "a candidate config is required"},
 		{"bad format", []string{"backtest", "--config", "x.yaml", "--format", "xml"}, `unknown --format "xml"`},
 		{"bad since", []string{"backtest", "--config", "x.yaml", "--since", "yesterday"}, "--since"},
+		{"since offset +24:00", []string{"backtest", "--config", "x.yaml", "--since", "2026-12-04T00:00:00+24:00"}, "--since"},
+		{"until offset -00:60", []string{"backtest", "--config", "x.yaml", "--until", "2026-12-04T00:00:00-00:60"}, "--until"},
 		{"since after until", []string{"backtest", "--config", "x.yaml", "--since", "1h", "--until", "2h"}, "is not before"},
 		{"no database", []string{"backtest", "--config", "/nonexistent/x.yaml"}, "read config"},
 	}

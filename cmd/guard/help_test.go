@@ -66,6 +66,8 @@ func TestUsageErrors(t *testing.T) {
 		{"audit without key", []string{"audit"}, "no API key"},
 		{"audit bad format", []string{"audit", "--key", "k", "--format", "xml"}, "unknown --format"},
 		{"audit bad since", []string{"audit", "--key", "k", "--since", "yesterday"}, "--since"},
+		{"audit since offset +24:00", []string{"audit", "--key", "k", "--since", "2026-12-04T00:00:00+24:00"}, "--since"},
+		{"audit until offset +00:60", []string{"audit", "--key", "k", "--until", "2026-12-04T00:00:00+00:60"}, "--until"},
 		{"serve bad --listen", []string{"serve", "--listen", "8080"}, "--listen"},
 		{"config without check", []string{"config"}, `want "guard config check"`},
 		{"config check with a bare file", []string{"config", "check", "guard.yaml"}, "unexpected argument guard.yaml"},

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"mime"
 	"net/http"
 	"net/netip"
@@ -265,13 +266,29 @@ func parseQueryTime(v string) (time.Time, error) {
 		}
 		return r
 	}, v)
-	at, err := time.Parse(time.RFC3339, v)
+	at, err := parseRFC3339(v)
 	if err != nil && strings.Contains(v, " ") {
-		if at2, err2 := time.Parse(time.RFC3339, strings.ReplaceAll(v, " ", "+")); err2 == nil {
+		if at2, err2 := parseRFC3339(strings.ReplaceAll(v, " ", "+")); err2 == nil {
 			return at2, nil
 		}
 	}
 	return at, err
+}
+
+// parseRFC3339 parses an RFC 3339 date-time (upper-case T and Z). It is
+// time.Parse's RFC3339, which also accepts numeric offsets of hour 24 and
+// minute 60 (+24:00, +00:60), without them: RFC 3339's time-numoffset
+// has hours 00-23 and minutes 00-59.
+func parseRFC3339(v string) (time.Time, error) {
+	at, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, err
+	}
+	// Parsed, v ends in Z or in a numeric offset of the form +hh:mm.
+	if n := len(v); v[n-1] != 'Z' && (v[n-5:n-3] > "23" || v[n-2:] > "59") {
+		return time.Time{}, fmt.Errorf("%q: offset %s is outside -23:59..+23:59", v, v[n-6:])
+	}
+	return at, nil
 }
 
 // queryPhone undoes what a query string does to an E.164 number whose "+"

@@ -58,3 +58,36 @@ func TestExportRefusalLogEveryMinute(t *testing.T) {
 		}
 	}
 }
+
+// ParseTime, behind /ui's since and until and the --since and --until of
+// guard audit and guard backtest, reads RFC 3339 as /v1/audit does: no
+// offset of hour 24 or minute 60, which time.Parse alone accepts.
+func TestParseTime(t *testing.T) {
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		in   string
+		want time.Time
+	}{
+		{"2026-12-04T00:00:00Z", time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)},
+		{"2026-12-04t00:00:00z", time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)},
+		{"2026-12-04T23:59:00+23:59", time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)},
+		{"2026-12-03T00:01:00-23:59", time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)},
+		{"2026-12-04T01:00:00 01:00", time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)},
+		{"2026-12-04T00:00:00-00:00", time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)},
+		{"2026-12-04", time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)},
+		{"24h", now.Add(-24 * time.Hour)},
+	} {
+		got, err := ParseTime(tc.in, now)
+		if err != nil || !got.Equal(tc.want) {
+			t.Errorf("ParseTime(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+	for _, in := range []string{
+		"2026-12-04T00:00:00+24:00", "2026-12-04T00:00:00 24:00", "2026-12-04T00:00:00-24:00",
+		"2026-12-04T00:00:00+00:60", "2026-12-04T00:00:00-00:60", "2026-12-04T00:00:00+99:00",
+	} {
+		if got, err := ParseTime(in, now); err == nil {
+			t.Errorf("ParseTime(%q) = %v; want an error", in, got)
+		}
+	}
+}

@@ -40,7 +40,7 @@ func (s *server) handleUIEvent(c *gin.Context) {
 	var at time.Time
 	exact := q["at"] != nil
 	if exact {
-		if at, err = time.Parse(time.RFC3339, *q["at"]); err != nil {
+		if at, err = parseQueryTime(*q["at"]); err != nil {
 			s.uiFail(c, badRequest("at", "at must be an RFC 3339 time"))
 			return
 		}

@@ -245,6 +245,8 @@ func TestUIExportAndTimes(t *testing.T) {
 	}{
 		{"since=yesterday", "since"},
 		{"until=3weeks", "until"},
+		{"since=2026-01-02T10:00:00%2B24:00", "since"},
+		{"until=2026-01-02T10:00:00-00:60", "until"},
 		{"since=1h&since_at=2026-01-02T10:00", "since_at"},
 		{"since=1h&until=2h", "until"},
 		{"cursor=abc&newer=def", "newer"},

@@ -84,6 +84,14 @@ func TestUIEvents(t *testing.T) {
 		if w.Code != 400 {
 			t.Errorf("no at, not a ULID: status = %d, want 400", w.Code)
 		}
+		w = call(h, "GET", "/ui/events/nope?at=2026-03-01T12:00:00%2B24:00", keyAudit, "")
+		if code, field := errorOf(t, w); w.Code != 400 || code != "invalid_request" || field != "at" {
+			t.Errorf("at with offset +24:00: %d %s/%s, want 400 invalid_request/at", w.Code, code, field)
+		}
+		w = call(h, "GET", "/ui/events/nope?at=2026-03-01T13:00:00+01:00", keyAudit, "")
+		if w.Code != 404 {
+			t.Errorf("at with an unencoded + offset: status = %d, want 404 (read as +01:00)", w.Code)
+		}
 	})
 	t.Run("bad filter is 400", func(t *testing.T) {
 		w := call(h, "GET", "/ui/events?limit=5000", keyAudit, "")
