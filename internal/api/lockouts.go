@@ -54,7 +54,36 @@ type lockRequest struct {
 	PhonePrefix  *string `json:"phone_prefix,omitempty"`
 	DurationMs   *int64  `json:"duration_ms"`
 	Reason       string  `json:"reason,omitempty"`
-	Ledger       string  `json:"ledger,omitempty"`
+	// Ledger is nil when absent (every ledger); "" is refused (ledger).
+	Ledger *string `json:"ledger,omitempty"`
+}
+
+// unlockRequest is the body of DELETE /v1/lockouts: sdk.UnlockRequest's
+// fields, but with Ledger a pointer, so that an explicit "" is told from
+// an absent ledger (every ledger) and refused.
+type unlockRequest struct {
+	Dimension    string  `json:"dimension"`
+	User         *string `json:"user,omitempty"`
+	IP           *string `json:"ip,omitempty"`
+	Device       *string `json:"device,omitempty"`
+	Phone        *string `json:"phone,omitempty"`
+	PhoneCountry *string `json:"phone_country,omitempty"`
+	PhonePrefix  *string `json:"phone_prefix,omitempty"`
+	Ledger       *string `json:"ledger,omitempty"`
+	Reason       string  `json:"reason,omitempty"`
+}
+
+// bodyLedger is a request body's ledger: "" (every ledger) when absent. An
+// explicit "" names no ledger, as the config file's ledger: "" is no
+// ledger name; it is refused rather than read as every ledger.
+func bodyLedger(l *string) (string, error) {
+	switch {
+	case l == nil:
+		return "", nil
+	case *l == "":
+		return "", badRequest("ledger", `unknown ledger "": leave ledger out for every ledger`)
+	}
+	return *l, nil
 }
 
 // handleLock answers POST /v1/lockouts: 201 with one entry per ledger.
@@ -89,11 +118,15 @@ func (s *server) lock(c *gin.Context, req lockRequest) ([]abuse.ActiveLockout, e
 	if d := *req.DurationMs; d < abuse.MinManualLock.Milliseconds() || d > abuse.MaxManualLock.Milliseconds() {
 		return nil, badRequest("duration_ms", "duration_ms must be from 1000 (1s) to 2592000000 (30 days)")
 	}
+	ledger, err := bodyLedger(req.Ledger)
+	if err != nil {
+		return nil, err
+	}
 	list, err := s.deps.Guard.Lock(c.Request.Context(), abuse.LockInput{
 		Dimension: req.Dimension,
 		Subject: abuse.Subject{User: req.User, IP: req.IP, Device: req.Device, Phone: req.Phone,
 			PhoneCountry: req.PhoneCountry, PhonePrefix: req.PhonePrefix},
-		Ledger:   req.Ledger,
+		Ledger:   ledger,
 		Duration: time.Duration(*req.DurationMs) * time.Millisecond,
 		Reason:   req.Reason,
 		APIKey:   keyName(c),
@@ -178,7 +211,7 @@ func wireLockouts(list []abuse.ActiveLockout) []sdk.LockoutEntry {
 
 // handleUnlock answers DELETE /v1/lockouts.
 func (s *server) handleUnlock(c *gin.Context) {
-	var req sdk.UnlockRequest
+	var req unlockRequest
 	if err := decodeBody(c, &req); err != nil {
 		writeError(c, err)
 		return
@@ -191,11 +224,16 @@ func (s *server) handleUnlock(c *gin.Context) {
 		writeError(c, errUnknownDimension)
 		return
 	}
-	err := s.deps.Guard.Unlock(c.Request.Context(), abuse.UnlockInput{
+	ledger, err := bodyLedger(req.Ledger)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	err = s.deps.Guard.Unlock(c.Request.Context(), abuse.UnlockInput{
 		Dimension: req.Dimension,
 		Subject: abuse.Subject{User: req.User, IP: req.IP, Device: req.Device, Phone: req.Phone,
 			PhoneCountry: req.PhoneCountry, PhonePrefix: req.PhonePrefix},
-		Ledger: req.Ledger,
+		Ledger: ledger,
 		Reason: req.Reason,
 		APIKey: keyName(c),
 	})

@@ -139,6 +139,7 @@ func TestUnlock(t *testing.T) {
 		{"missing dimension", `{"user":"alice"}`, 400, "invalid_request", "dimension"},
 		{"bad dimension", `{"dimension":"galaxy","user":"alice"}`, 400, "invalid_request", "dimension"},
 		{"unknown field", `{"dimension":"user","user":"alice","force":true}`, 400, "invalid_request", "force"},
+		{"empty ledger", `{"dimension":"user","user":"alice","ledger":""}`, 400, "invalid_request", "ledger"},
 		{"lone surrogate in reason", `{"dimension":"user","user":"alice","reason":"\ud800"}`, 400, "invalid_request", "reason"},
 	}
 	for _, tt := range tests {

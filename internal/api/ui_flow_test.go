@@ -293,6 +293,7 @@ func TestManualLockoutAPI(t *testing.T) {
 		{`{"dimension": "ip", "ip": "203.0.113.09", "duration_ms": 60000}`, "ip"},
 		{`{"dimension": "user+ip", "ip": "203.0.113.9", "duration_ms": 60000}`, "user"},
 		{`{"dimension": "ip", "ip": "203.0.113.9", "duration_ms": 60000, "ledger": "nope"}`, "ledger"},
+		{`{"dimension": "ip", "ip": "203.0.113.9", "duration_ms": 60000, "ledger": ""}`, "ledger"},
 		{`{"dimension": "ip", "ip": "203.0.113.9", "duration_ms": 60000, "until": 1}`, "until"},
 	} {
 		resp, body := post(tc.body, admin)

@@ -260,8 +260,13 @@ func (s *server) handleUILock(c *gin.Context) {
 	ms := d.Milliseconds()
 	t0 := s.now().UTC().Truncate(time.Millisecond)
 	fs := formSubject(c)
+	// The form's ledger select sends "" for every ledger.
+	var ledger *string
+	if l := p.Lock["ledger"]; l != "" {
+		ledger = &l
+	}
 	_, err = s.lock(c, lockRequest{Dimension: p.Lock["dimension"], User: fs.User, IP: fs.IP, Device: fs.Device, Phone: fs.Phone,
-		PhoneCountry: fs.PhoneCountry, PhonePrefix: fs.PhonePrefix, DurationMs: &ms, Reason: reason, Ledger: p.Lock["ledger"]})
+		PhoneCountry: fs.PhoneCountry, PhonePrefix: fs.PhonePrefix, DurationMs: &ms, Reason: reason, Ledger: ledger})
 	if err != nil {
 		e := classify(err)
 		if e.Status >= 500 {
