@@ -119,9 +119,24 @@ func (g *Guard) adminTarget(dim string, s Subject, verb string) (dimIndex, ident
 	}
 	// A phone_country or phone_prefix that is given must be valid whatever
 	// the dimension uses: bad input is an error, not ignored.
+	// Beside a phone it must be that phone's country or prefix: a request
+	// naming two different keys would otherwise have one of them ignored
+	// (the phone's wins), and lock or unlock a key its sender did not mean.
 	for _, pd := range [...]dimIndex{dimPhoneCountry, dimPhonePrefix} {
-		if _, _, err := g.phoneKeyOf(pd, s); err != nil {
+		named, ok, err := g.phoneKeyOf(pd, s)
+		if err != nil {
 			return 0, id, err
+		}
+		if !ok || !full.hasPhone {
+			continue
+		}
+		field, given, phones := "phone_country", named.country, full.phone.country
+		if pd == dimPhonePrefix {
+			field, given, phones = "phone_prefix", named.prefix, full.phone.prefix
+		}
+		if given != phones {
+			return 0, id, &InputError{Code: CodeInvalidRequest, Field: field,
+				Message: fmt.Sprintf("%s %q contradicts phone, whose %s is %q: give one of them, or both alike", field, given, field, phones)}
 		}
 	}
 	needUser := d == dimUser || d == dimUserIP || d == dimUserDevice

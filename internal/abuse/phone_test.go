@@ -268,12 +268,35 @@ func TestPhoneManualCountryLock(t *testing.T) {
 		{DimPhonePrefix, Subject{PhonePrefix: sp("447800")}, "phone_prefix"},
 		{DimPhonePrefix, Subject{PhonePrefix: sp("+4478001")}, "phone_prefix"}, // 7 digits, prefix_digits 6
 		{DimPhonePrefix, Subject{PhoneCountry: sp("GB")}, "phone"},             // the other dimension's value
+		// A phone beside a phone_country or phone_prefix that is not its
+		// own names two keys: refused, whatever the dimension.
+		{DimPhoneCountry, withPhoneKeys(phoneSubj("+447400123456"), "FR", ""), "phone_country"},
+		{DimPhoneCountry, withPhoneKeys(phoneSubj("+447911123456"), "GB", ""), "phone_country"}, // Guernsey
+		{DimPhonePrefix, withPhoneKeys(phoneSubj("+447400123456"), "", "+447800"), "phone_prefix"},
+		{DimPhonePrefix, withPhoneKeys(phoneSubj("+447400123456"), "", "+4474"), "phone_prefix"},
+		{DimPhone, withPhoneKeys(phoneSubj("+447400123456"), "", "+447800"), "phone_prefix"},
+		{DimPhonePrefix, withPhoneKeys(phoneSubj("+447400123456"), "FR", "+447400"), "phone_country"},
 	} {
 		err := g.Unlock(ctx, UnlockInput{Dimension: tc.dim, Subject: tc.s})
 		var ie *InputError
 		if !errors.As(err, &ie) || ie.Field != tc.field {
 			t.Errorf("Unlock %s %+v: %v; want field %s", tc.dim, tc.s, err, tc.field)
 		}
+		if tc.s.Phone == nil {
+			continue
+		}
+		_, err = g.Lock(ctx, LockInput{Dimension: tc.dim, Subject: tc.s, Duration: time.Hour})
+		if !errors.As(err, &ie) || ie.Field != tc.field {
+			t.Errorf("Lock %s %+v: %v; want field %s", tc.dim, tc.s, err, tc.field)
+		}
+	}
+	// When they agree, both name the one key.
+	got, err = g.Lock(ctx, LockInput{Dimension: DimPhoneCountry, Subject: withPhoneKeys(phoneSubj("+447400123456"), "gb", "+447400"), Duration: time.Hour})
+	if err != nil || len(got) != 1 || got[0].PhoneCountry == nil || *got[0].PhoneCountry != "GB" {
+		t.Fatalf("Lock with a phone and its own country and prefix = %+v, %v; want GB locked", got, err)
+	}
+	if err := g.Unlock(ctx, UnlockInput{Dimension: DimPhoneCountry, Subject: withPhoneKeys(phoneSubj("+447400123456"), "GB", "")}); err != nil {
+		t.Fatalf("Unlock with a phone and its own country: %v", err)
 	}
 }
 

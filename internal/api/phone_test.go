@@ -149,6 +149,22 @@ func TestPhoneLockoutsOverHTTP(t *testing.T) {
 		!strings.Contains(w.Body.String(), `"field":"phone"`) {
 		t.Errorf("lock of phone_country without a phone: %d %s; want 400 field phone", w.Code, w.Body)
 	}
+	// A phone and a phone_country or phone_prefix that is not its own name
+	// two keys: 400 with the conflicting field, in POST and DELETE.
+	for _, tc := range []struct{ method, body, field string }{
+		{"POST", `{"dimension":"phone_country","phone":"+447400123456","phone_country":"FR","duration_ms":60000}`, "phone_country"},
+		{"POST", `{"dimension":"phone_prefix","phone":"+447400123456","phone_prefix":"+447800","duration_ms":60000}`, "phone_prefix"},
+		{"DELETE", `{"dimension":"phone_country","phone":"+447400123456","phone_country":"FR"}`, "phone_country"},
+		{"DELETE", `{"dimension":"phone_prefix","phone":"+447400123456","phone_prefix":"+447800"}`, "phone_prefix"},
+	} {
+		if w := s.do(t, tc.method, "/v1/lockouts", "k-admin", tc.body); w.Code != 400 || !strings.Contains(w.Body.String(), `"field":"`+tc.field+`"`) {
+			t.Errorf("%s %s: %d %s; want 400 field %s", tc.method, tc.body, w.Code, w.Body, tc.field)
+		}
+	}
+	w = s.do(t, "POST", "/v1/lockouts", "k-admin", `{"dimension":"phone_prefix","phone":"+447400000111","phone_prefix":"+447400","phone_country":"gb","duration_ms":60000}`)
+	if w.Code != 201 || !strings.Contains(w.Body.String(), `"phone_prefix":"+447400"`) {
+		t.Errorf("manual phone_prefix lock with the phone's own prefix and country: %d %s", w.Code, w.Body)
+	}
 	w = s.do(t, "DELETE", "/v1/lockouts", "k-admin", `{"dimension":"phone_prefix","phone_prefix":"+447400","reason":"false alarm"}`)
 	if w.Code != 200 {
 		t.Errorf("unlock of the prefix by its listed value: %d %s", w.Code, w.Body)
