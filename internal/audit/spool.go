@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -72,6 +73,12 @@ type spool struct {
 	dupEnd    int64                  // records before this offset may already be in the store
 	dirty     bool                   // appended since the last fsync
 	skipped   int64                  // damaged bytes dropped from the middle of the file at open
+	// queued, when set, is the writer's count of events not yet written
+	// or spooled: add and addWhole take the events they append off it in
+	// the same critical section that counts them pending, so that
+	// snapshot never counts an event twice (or not at all) on its way
+	// from the queue into the spool.
+	queued *atomic.Int64
 }
 
 // openSpool opens (creating) dir/audit.spool, takes an exclusive lock on it
@@ -342,6 +349,7 @@ func (s *spool) appendMaybeStored(events []Event) (int, error) {
 func (s *spool) add(events []Event, maybeStored bool) (added, next int, err error) {
 	s.mu.Lock()
 	defer s.unlock()
+	defer func() { s.dequeue(added) }()
 	if maybeStored {
 		defer func() { s.dupEnd = s.size }()
 	}
@@ -438,9 +446,18 @@ func (s *spool) addWhole(events []Event) (from, to int64, err error) {
 	s.size += size
 	s.disk = s.size
 	s.pending += len(recs)
+	s.dequeue(len(recs))
 	s.dirty = true
 	s.dupEnd = s.size
 	return from, s.size, nil
+}
+
+// dequeue takes n events just appended off the writer's queue count;
+// s.mu is held.
+func (s *spool) dequeue(n int) {
+	if s.queued != nil && n > 0 {
+		s.queued.Add(-int64(n))
+	}
 }
 
 // sync writes buffered records and fsyncs the file, and reports whether
@@ -561,6 +578,18 @@ func (s *spool) stats() (int, int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.pending, s.size
+}
+
+// snapshot is stats with the writer's queue count (s.queued) read at the
+// same moment: an event moving from the queue into the spool is in one of
+// the two counts, never both or neither.
+func (s *spool) snapshot() (queued int64, pending int, size int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.queued != nil {
+		queued = s.queued.Load()
+	}
+	return queued, s.pending, s.size
 }
 
 // close syncs and closes the file (releasing the lock).

@@ -182,6 +182,7 @@ func NewWriter(logger *slog.Logger, cfg WriterConfig, store Store, hooks WriterH
 			return nil, fmt.Errorf("audit writer: %w", err)
 		}
 		w.spool = sp
+		sp.queued = &w.queued
 		sp.onLost = func(n int, err error) {
 			w.logger.Error("audit spool write failed; spooled events not yet on disk are lost", "events", n, "err", err)
 			w.drop(n, "spool write failed")
@@ -218,15 +219,16 @@ func (w *Writer) Record(e Event) {
 	case w.q <- e:
 		return
 	default:
-		w.queued.Add(-1)
 	}
 	if w.spool != nil {
-		if _, err := w.spool.append([]Event{e}); err == nil {
+		// Counted queued until the spool, appending it, counts it its own.
+		if n, err := w.spool.append([]Event{e}); n == 1 {
 			return
 		} else {
 			w.spoolError(err)
 		}
 	}
+	w.queued.Add(-1)
 	w.drop(1, "audit queue full")
 }
 
@@ -282,7 +284,8 @@ func (w *Writer) Stats() WriterStats {
 		SpoolFull: w.spoolFull.Load(),
 	}
 	if w.spool != nil {
-		st.SpoolEvents, st.SpoolBytes = w.spool.stats()
+		q, n, size := w.spool.snapshot()
+		st.Queued, st.SpoolEvents, st.SpoolBytes = int(q), n, size
 	}
 	return st
 }

@@ -139,8 +139,7 @@ func (w *Writer) secure() {
 		}
 		w.logger.Warn("audit store slow: a batch in flight was spooled", "events", len(f.batch),
 			"in_flight_for", time.Since(f.started).Round(time.Millisecond).String())
-		f.spoolFrom, f.spoolTo, f.records = from, to, len(f.batch)
-		w.queued.Add(-int64(len(f.batch)))
+		f.spoolFrom, f.spoolTo, f.records = from, to, len(f.batch) // off the queue count (addWhole)
 		w.inflight[0] = nil
 		w.inflight = w.inflight[1:]
 		w.secured = append(w.secured, f)
@@ -323,14 +322,13 @@ func (w *Writer) flush(batch []Event) {
 			rest := w.toSpool(batch, false)
 			if len(rest) == 0 || !w.up.Load() {
 				w.drop(len(rest), "spool full")
-				w.queued.Add(-int64(len(batch)))
+				w.queued.Add(-int64(len(rest)))
 				w.release(batch)
 				return
 			}
 			// The spool is full of events being replayed (its file only
 			// shrinks once empty) while the store takes writes: write
 			// what it has no room for directly rather than lose it.
-			w.queued.Add(-int64(len(batch) - len(rest)))
 			clear(batch[:len(batch)-len(rest)])
 			batch = rest
 		}
@@ -364,11 +362,13 @@ func (w *Writer) complete(r writeResult) {
 	w.inflight[0] = nil
 	w.inflight = w.inflight[1:]
 	// Whatever happens below, the batch leaves the queue's count: written,
-	// spooled (counted there) or dropped (counted as such).
-	defer func() {
-		w.queued.Add(-int64(len(f.batch)))
-		w.release(f.batch)
-	}()
+	// spooled (the spool takes it off, counting it its own) or dropped
+	// (counted as such).
+	defer w.release(f.batch)
+	if w.spool == nil || r.err == nil {
+		// Once written, or given up on (no spool: retried until then).
+		defer w.queued.Add(-int64(len(f.batch)))
+	}
 	if r.err == nil {
 		w.okSeq = max(w.okSeq, f.seq)
 		w.applied(r)
@@ -382,7 +382,9 @@ func (w *Writer) complete(r writeResult) {
 		w.markDown(r.err)
 	}
 	if w.spool != nil {
-		w.drop(len(w.toSpool(f.batch, true)), "spool full")
+		rest := w.toSpool(f.batch, true)
+		w.drop(len(rest), "spool full")
+		w.queued.Add(-int64(len(rest)))
 		return
 	}
 	// No spool: hold this batch and retry; meanwhile new events wait in the
@@ -482,8 +484,10 @@ func rejectedData(err error) bool {
 }
 
 // toSpool appends batch to the spool and returns the events the spool had
-// no room for (the caller writes or drops them); any other event it could
-// not spool is dropped here.
+// no room for (the caller writes or drops them, and counts them off the
+// queue); any other event it could not spool is dropped here. The events
+// spooled or dropped here leave the queue's count (the spool's add takes
+// off those it appends).
 func (w *Writer) toSpool(batch []Event, maybeStored bool) []Event {
 	added, next, err := w.spool.add(batch, maybeStored)
 	if err == nil {
@@ -494,7 +498,9 @@ func (w *Writer) toSpool(batch []Event, maybeStored bool) []Event {
 	if errors.Is(err, errSpoolFull) {
 		rest = batch[next:]
 	}
-	w.drop(len(batch)-added-len(rest), "spool")
+	dropped := len(batch) - added - len(rest)
+	w.drop(dropped, "spool")
+	w.queued.Add(-int64(dropped))
 	return rest
 }
 

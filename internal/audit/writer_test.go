@@ -258,6 +258,45 @@ func TestWriterWithoutSpoolDropsAndCounts(t *testing.T) {
 	}
 }
 
+// An event on its way from the queue into the spool is counted once:
+// the backlog a reader sees while the store is down never exceeds the
+// events recorded (none is written or dropped meanwhile), and ends equal
+// to them.
+func TestWriterBacklogCountsEachEventOnce(t *testing.T) {
+	s := newFlakyStore()
+	s.down.Store(true)
+	w := newTestWriter(t, WriterConfig{BatchSize: 8, QueueSize: 64, FlushInterval: time.Millisecond,
+		RetryInterval: time.Hour, SpoolDir: t.TempDir()}, s, WriterHooks{})
+	const n = 3000
+	var started atomic.Int64
+	done := make(chan struct{})
+	var worst atomic.Int64
+	go func() {
+		defer close(done)
+		for started.Load() < n || w.Backlog() < n {
+			b := int64(w.Backlog())
+			if over := b - started.Load(); over > worst.Load() {
+				worst.Store(over)
+			}
+		}
+	}()
+	for _, e := range genEvents("once", n, time.Now(), time.Millisecond) {
+		started.Add(1)
+		w.Record(e)
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("backlog %d after 10 s, want %d", w.Backlog(), n)
+	}
+	if over := worst.Load(); over > 0 {
+		t.Errorf("a reader saw a backlog %d events above those recorded", over)
+	}
+	if st := w.Stats(); st.Queued+st.SpoolEvents != n || st.Dropped != 0 {
+		t.Errorf("stats %+v, want %d events queued or spooled, none dropped", st, n)
+	}
+}
+
 func TestWriterQueueOverflowGoesToSpool(t *testing.T) {
 	s := newFlakyStore()
 	s.down.Store(true)
