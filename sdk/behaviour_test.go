@@ -279,6 +279,25 @@ func TestFailurePolicies(t *testing.T) {
 	}
 }
 
+// A check whose context the caller cancels (an end client that hung up)
+// is an error under every policy: FailOpen must not let an attempt
+// through that nobody waits for. The caller's deadline is Guard not
+// answering in time, which the policy answers.
+func TestFailurePolicyCallerCancelled(t *testing.T) {
+	hang, _ := hanging(t)
+	c := sdk.New(hang.URL, "k", sdk.WithTimeout(5*time.Second), sdk.WithFailurePolicy(sdk.FailOpen))
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(30*time.Millisecond, cancel)
+	if res, err := c.Check(ctx, login); !errors.Is(err, context.Canceled) {
+		t.Errorf("Check with the caller's context cancelled = %+v, %v; want context.Canceled", res, err)
+	}
+	dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer dcancel()
+	if res, err := c.Check(dctx, login); err != nil || !res.Bypassed || !res.Allowed() {
+		t.Errorf("Check past the caller's deadline = %+v, %v; want FailOpen's bypassed allow", res, err)
+	}
+}
+
 func TestReportAsync(t *testing.T) {
 	t.Run("detached from the request context", func(t *testing.T) {
 		var got atomic.Int32

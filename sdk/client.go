@@ -58,7 +58,9 @@ const (
 // the failure policy (WithFailurePolicy, or a FailurePolicy passed to one
 // call): FailError returns the error, FailOpen and FailClosed return a
 // CheckResponse with Bypassed set. Answers that say the call itself is
-// wrong (4xx) are always errors.
+// wrong (4xx) are always errors, and so is a call whose context the
+// caller cancelled (context.Canceled): no policy answers for a caller who
+// stopped waiting.
 type Client struct {
 	base         *url.URL
 	apiKey       string
@@ -195,7 +197,11 @@ func (c *Client) Check(ctx context.Context, req CheckRequest, opts ...CallOption
 	err := c.do(ctx, call{method: http.MethodPost, path: "/v1/check",
 		body: appendCheckRequest(make([]byte, 0, 128), &req), timeout: c.timeout, header: &h}, &out)
 	if err != nil {
-		if cfg.policy != FailError && IsUnavailable(err) {
+		// A ctx the caller cancelled is no Guard outage: nobody waits for
+		// the answer, and FailOpen would let an unchecked attempt through
+		// (a client that hangs up mid-login). Its deadline is one: Guard
+		// did not answer within the caller's budget.
+		if cfg.policy != FailError && IsUnavailable(err) && !errors.Is(ctx.Err(), context.Canceled) {
 			return bypassed(cfg.policy, err), nil
 		}
 		return nil, err

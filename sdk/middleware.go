@@ -159,6 +159,11 @@ func (m *Middleware) Check(r *http.Request) (*Attempt, error) {
 // end client: 400. Anything else is this service's configuration (key,
 // action): 500, logged.
 func (m *Middleware) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		// The end client went away mid-check: nothing to answer, and no
+		// error of this service to log; the handler does not run.
+		return
+	}
 	var e *Error
 	if errors.As(err, &e) && e.Status == http.StatusBadRequest &&
 		(e.Field == "user" || e.Field == "ip" || e.Field == "device" || e.Field == "phone") {

@@ -1,8 +1,10 @@
 package sdk_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -220,6 +222,25 @@ func TestMiddlewareFailurePolicies(t *testing.T) {
 		}})
 	if resp := post(t, custom.URL, ""); resp.StatusCode != http.StatusTeapot || onDeny == nil || !onDeny.Bypassed {
 		t.Errorf("OnDeny: %d, %+v", resp.StatusCode, onDeny)
+	}
+}
+
+// An end client that hangs up while Guard is slow: the protected handler
+// does not run (FailOpen does not let the attempt through), nothing is
+// answered and no error is logged.
+func TestMiddlewareClientGone(t *testing.T) {
+	srv, _ := hanging(t)
+	var logs bytes.Buffer
+	m := &sdk.Middleware{Client: sdk.New(srv.URL, "k", sdk.WithTimeout(5*time.Second)), Action: "login",
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	ran := false
+	h := m.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = true }))
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(30*time.Millisecond, cancel)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/login", nil).WithContext(ctx))
+	if ran || w.Body.Len() != 0 || logs.Len() != 0 {
+		t.Errorf("client gone: handler ran %v, answered %d %q, logged %q; want none of it", ran, w.Code, w.Body.String(), logs.String())
 	}
 }
 

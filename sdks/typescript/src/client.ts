@@ -140,7 +140,8 @@ export class GuardClient {
   /**
    * May this attempt go ahead? A denial is a successful call (check
    * result.decision). When Guard cannot answer, the failure policy decides;
-   * a 4xx (the call is wrong) always throws a GuardError.
+   * a 4xx (the call is wrong) always throws a GuardError, and a call whose
+   * opts.signal the caller aborted throws too.
    */
   async check(req: CheckRequest, opts: CheckOptions = {}): Promise<CheckResponse> {
     const policy = opts.failurePolicy ?? this.defaultPolicy;
@@ -155,7 +156,12 @@ export class GuardClient {
         bypassed: false,
       };
     } catch (err) {
-      if (policy !== "error" && isUnavailable(err)) {
+      // A caller that aborted its signal stopped waiting: no policy answers
+      // for it ("open" would let an unchecked attempt through). A signal
+      // that timed out (AbortSignal.timeout) is the caller's deadline:
+      // Guard did not answer in time, which the policy answers.
+      const gone = opts.signal?.aborted === true && (opts.signal.reason as Error | undefined)?.name !== "TimeoutError";
+      if (policy !== "error" && isUnavailable(err) && !gone) {
         return {
           decision: policy === "open" ? "allow" : "deny", reason: "guard_unavailable", retry_after_ms: 0,
           decision_id: "", degraded: false, limits: [], lockout: null, rateLimit: "", rateLimitPolicy: "",

@@ -142,6 +142,18 @@ test("failure policies", async () => {
   await Promise.all([hang.close(), fail.close(), bad.close()]);
 });
 
+test("a check the caller aborts is an error under every policy; its timeout signal is not", async () => {
+  const hang = await hanging();
+  const c = new GuardClient({ baseUrl: hang.url, apiKey: "k", timeoutMs: 5000, failurePolicy: "open" });
+  const ac = new AbortController();
+  setTimeout(() => ac.abort(), 30);
+  await assert.rejects(c.check(login, { signal: ac.signal }), "an aborted caller is not let through");
+  const r = await c.check(login, { signal: AbortSignal.timeout(30) });
+  assert.equal(r.bypassed, true);
+  assert.equal(r.decision, "allow");
+  await hang.close();
+});
+
 test("background reports", async () => {
   let got = 0;
   const srv = await serve((req, res) => setTimeout(() => { got++; res.end('{"lockout":null}'); }, 30));
