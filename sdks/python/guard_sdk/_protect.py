@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from http.cookies import CookieError, SimpleCookie
 from typing import Any, Iterable, List, Mapping, Optional, Tuple, Union
 
@@ -80,6 +81,11 @@ class Verdict:
     status: int = 200
     headers: List[Tuple[str, str]] = field(default_factory=list)
     body: bytes = b""
+
+    @property
+    def status_line(self) -> str:
+        """``status`` with its reason phrase, as WSGI's start_response takes it ("429 Too Many Requests")."""
+        return f"{self.status} {HTTPStatus(self.status).phrase}"
 
 
 def denial_message(result: CheckResponse) -> str:

@@ -42,6 +42,7 @@ class ChallengeAgainstGuard(unittest.TestCase):
         v = p.check(req)
         self.assertFalse(v.allowed)
         self.assertEqual(v.status, 429)
+        self.assertEqual(v.status_line, "429 Too Many Requests")
         headers = dict(v.headers)
         self.assertNotIn("Retry-After", headers)
         self.assertIn("RateLimit", headers)

@@ -30,7 +30,7 @@ def login_app(protector: Protector, seen: List[Any]) -> Callable:
         email = form.get("email", [""])[0]
         verdict = protector.check(wsgi_request(environ), user=email)
         if not verdict.allowed:
-            start_response(f"{verdict.status} Denied", verdict.headers)
+            start_response(verdict.status_line, verdict.headers)
             return [verdict.body]
         assert verdict.attempt is not None
         seen.append(verdict.attempt)
