@@ -12,7 +12,8 @@
 # pg_ctlcluster. That needs root; as another user the script runs those
 # steps through sudo. It never stops, restarts or flushes a server that was
 # already running. The race detector needs cgo and so a C compiler: when
-# none is installed, the script installs gcc (apt-get) and says so. When
+# none is installed, the script installs gcc (apt-get) and says so, and
+# likewise chromium for the review pages' browser tests. When
 # Postgres refuses passwordless TCP logins, the script creates a guard_test
 # role with a password (GUARD_TEST_PG_PASSWORD, default guard-test) and
 # leaves it in place. A Redis it starts keeps its pid file and log in tmp/.
