@@ -127,6 +127,12 @@ func (r *Reloader) Reload() error {
 	if err != nil {
 		return r.reject(err)
 	}
+	if n := len(old.Config.API.Keys); n > 0 && len(cfg.API.Keys) == 0 {
+		// Most likely a file caught half written (an editor truncates it
+		// first) or emptied by mistake: valid, but every call would be
+		// 401 at once. A restart can still start without keys.
+		return r.reject(fmt.Errorf("%s: no api_keys, where the running config has %d: every /v1 call would be refused; not reloaded (restart to run without keys)", cfg.File, n))
+	}
 	kept := cfg.KeepRestartSettings(old.Config)
 	rt, err := r.cfg.Build(cfg, old)
 	if err != nil {

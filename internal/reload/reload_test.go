@@ -261,6 +261,26 @@ func TestInvalidReloadChangesNothing(t *testing.T) {
 	}
 }
 
+// TestReloadRefusesLosingEveryKey: a file that would leave Guard without
+// API keys (emptied, or caught half written by an editor) is not
+// reloaded: every call would be 401 at once. It is rejected and alerted
+// like an invalid file.
+func TestReloadRefusesLosingEveryKey(t *testing.T) {
+	s := newStack(t, policyA, nil)
+	before := s.r.Current()
+	s.write(t, "")
+	err := s.r.Reload()
+	if err == nil || !strings.Contains(err.Error(), "no api_keys") {
+		t.Fatalf("reload of an empty file = %v, want a refusal naming api_keys", err)
+	}
+	if s.r.Current() != before {
+		t.Error("the refused reload replaced the running runtime")
+	}
+	if status, _, _ := s.check(s.srv.Client(), checkKey, `{"action":"login","user":"k@example.com","ip":"192.0.2.1"}`); status != http.StatusOK {
+		t.Errorf("after the refused reload: %d, want the running keys to work", status)
+	}
+}
+
 // TestReloadKeepsSignOuts: a review session signed out before a reload
 // stays signed out after it (the handlers share api.State), while one
 // still signed in stays valid.
