@@ -58,6 +58,9 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if err := parseFlags(e, fs, args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench: unexpected argument %q", fs.Arg(0))
+	}
 	if f.duration <= 0 || f.concurrency < 1 || f.keys < 1 {
 		return errors.New("bench: --duration, --concurrency and --keys must be positive")
 	}

@@ -26,6 +26,7 @@ func TestHelp(t *testing.T) {
 		{"guard config check --help", []string{"config", "check", "--help"}, []string{"Usage: guard config check", "-strict", "exit 0", "FILE:LINE"}},
 		{"guard backtest --help", []string{"backtest", "--help"}, []string{"Usage: guard backtest", "-since", "-until", "-action", "-format", "-database-url", "read-only"}},
 		{"guard help config", []string{"help", "config"}, []string{"Usage: guard config check"}},
+		{"guard --help serve", []string{"--help", "serve"}, []string{"Usage: guard serve"}},
 		{"guard health --help", []string{"health", "--help"}, []string{"/healthz", "-ready", "-url"}},
 		{"guard redis --help", []string{"redis", "--help"}, []string{"Usage: guard redis prune", "-dry-run", "GUARD_REDIS_URL"}},
 		{"guard redis prune --help", []string{"redis", "prune", "--help"}, []string{"Usage: guard redis prune"}},
@@ -76,13 +77,53 @@ func TestUsageErrors(t *testing.T) {
 		{"redis unknown subcommand", []string{"redis", "flush"}, `unknown subcommand "flush"`},
 		{"redis prune without Redis", []string{"redis", "prune"}, "no Redis configured"},
 		{"redis prune extra argument", []string{"redis", "prune", "now"}, `unexpected argument "now"`},
-		{"version with a flag", []string{"version", "--bogus"}, `takes no arguments: "--bogus"`},
-		{"--version with an argument", []string{"--version", "x"}, `guard version takes no arguments: "x"`},
+		{"version with a flag", []string{"version", "--bogus"}, `version: unexpected argument "--bogus"`},
+		{"--version with an argument", []string{"--version", "x"}, `version: unexpected argument "x"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			err := run(context.Background(), append([]string{"guard"}, tt.args...), noEnv, &stdout, &stderr)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("run(%v) = %v, want an error containing %q", tt.args, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestStrayArguments: every command refuses an argument it does not take
+// before doing anything (bench once ignored it and ran a full load run).
+// The environment points at servers that are not there, so a command that
+// ignored the argument fails for another reason.
+func TestStrayArguments(t *testing.T) {
+	env := envMap(map[string]string{
+		"GUARD_REDIS_URL":    "redis://127.0.0.1:1/0",
+		"GUARD_DATABASE_URL": "postgres://127.0.0.1:1/none",
+		"GUARD_URL":          "http://127.0.0.1:1",
+		"GUARD_API_KEY":      "k-0123456789abcdef",
+	})
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"serve", []string{"serve", "extra"}, `serve: unexpected argument "extra"`},
+		{"config check", []string{"config", "check", "extra"}, "config check: unexpected argument extra"},
+		{"migrate up", []string{"migrate", "up", "extra"}, `migrate: unexpected argument "extra"`},
+		{"audit", []string{"audit", "extra"}, `audit: unexpected argument "extra"`},
+		{"backtest", []string{"backtest", "extra"}, `backtest: unexpected argument "extra"`},
+		{"bench", []string{"bench", "extra"}, `bench: unexpected argument "extra"`},
+		{"bench after flags", []string{"bench", "--duration", "1s", "extra"}, `bench: unexpected argument "extra"`},
+		{"health", []string{"health", "extra"}, `health: unexpected argument "extra"`},
+		{"redis prune", []string{"redis", "prune", "extra"}, `redis prune: unexpected argument "extra"`},
+		{"version", []string{"version", "extra"}, `version: unexpected argument "extra"`},
+		{"help", []string{"help", "serve", "extra"}, `help: unexpected argument "extra"`},
+		{"--help", []string{"--help", "serve", "extra"}, `help: unexpected argument "extra"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), append([]string{"guard"}, tt.args...), env, &stdout, &stderr)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("run(%v) = %v, want an error containing %q", tt.args, err, tt.want)
 			}

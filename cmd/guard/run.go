@@ -83,12 +83,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		if len(rest) > 0 {
 			fmt.Fprint(stderr, "Usage: guard version\n")
-			return fmt.Errorf("guard %s takes no arguments: %q", strings.TrimLeft(name, "-"), rest[0])
+			return fmt.Errorf("version: unexpected argument %q (it takes none)", rest[0])
 		}
 		fmt.Fprintln(stdout, versionLine())
 		return nil
 	case "-h", "-help", "--help", "help":
-		if name == "help" && len(rest) > 0 && rest[0] != "help" {
+		if len(rest) > 1 {
+			return fmt.Errorf("help: unexpected argument %q (give one command)", rest[1])
+		}
+		if len(rest) > 0 && rest[0] != "help" {
 			return run(ctx, []string{args[0], rest[0], "--help"}, getenv, stdout, stderr)
 		}
 		printUsage(stdout)
