@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -51,7 +50,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "bench", "[flags]", benchHelp)
 	var f benchFlags
 	fs.StringVar(&f.redisURL, "redis-url", firstNonEmpty(e.env.Get(config.EnvRedisURL), "redis://127.0.0.1:6379/0"), "Redis to measure against (default: GUARD_REDIS_URL or the local one)")
-	fs.DurationVar(&f.duration, "duration", 5*time.Second, "how long each mode runs")
+	fs.DurationVar(&f.duration, "duration", 5*time.Second, "how long each mode runs (at least "+minTimeout.String()+")")
 	fs.IntVar(&f.concurrency, "concurrency", 16, "concurrent workers per mode")
 	fs.IntVar(&f.keys, "keys", 10000, "distinct users and IPs the workers cycle through")
 	fs.StringVar(&f.modes, "modes", strings.Join(benchModes, ","), "comma-separated modes to run")
@@ -61,8 +60,14 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("bench: unexpected argument %q", fs.Arg(0))
 	}
-	if f.duration <= 0 || f.concurrency < 1 || f.keys < 1 {
-		return errors.New("bench: --duration, --concurrency and --keys must be positive")
+	if err := durationFlagAtLeast("bench", "duration", f.duration, minTimeout); err != nil {
+		return err
+	}
+	if f.concurrency < 1 {
+		return fmt.Errorf("bench: --concurrency %d: must be at least 1", f.concurrency)
+	}
+	if f.keys < 1 {
+		return fmt.Errorf("bench: --keys %d: must be at least 1", f.keys)
 	}
 	modes := strings.Split(f.modes, ",")
 	for _, m := range modes {

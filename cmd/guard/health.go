@@ -22,12 +22,15 @@ func runHealth(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "health", "[flags]", healthHelp)
 	url := fs.String("url", "", "Guard's base URL (default: GUARD_URL, else http://GUARD_LISTEN)")
 	ready := fs.Bool("ready", false, "ask /readyz instead of /healthz")
-	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for the answer")
+	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for the answer (at least "+minTimeout.String()+")")
 	if err := parseFlags(e, fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("health: unexpected argument %q", fs.Arg(0))
+	}
+	if err := durationFlagAtLeast("health", "timeout", *timeout, minTimeout); err != nil {
+		return err
 	}
 	base := *url
 	if base == "" {

@@ -130,3 +130,41 @@ func TestStrayArguments(t *testing.T) {
 		})
 	}
 }
+
+// TestDurationFlags: a duration flag whose zero, negative or tiny value
+// makes no sense is refused at start, naming the flag (serve once took
+// --shutdown-timeout 0s and failed its stop with "context deadline
+// exceeded"). The context is cancelled, so a command that took the value
+// stops at once instead of serving.
+func TestDurationFlags(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	env := envMap(map[string]string{"GUARD_URL": "http://127.0.0.1:1", "GUARD_REDIS_URL": "redis://127.0.0.1:1/0"})
+	serve := []string{"serve", "--listen", "127.0.0.1:0", "--log-level", "error", "--shutdown-timeout"}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"serve 0s", append(serve, "0s"), "serve: --shutdown-timeout 0s: must be at least 1s"},
+		{"serve -1s", append(serve, "-1s"), "serve: --shutdown-timeout -1s: must be at least 1s"},
+		{"serve 1ns", append(serve, "1ns"), "serve: --shutdown-timeout 1ns: must be at least 1s"},
+		{"serve 999ms", append(serve, "999ms"), "serve: --shutdown-timeout 999ms: must be at least 1s"},
+		{"health 0s", []string{"health", "--timeout", "0s"}, "health: --timeout 0s: must be at least 1ms"},
+		{"health -1s", []string{"health", "--timeout", "-1s"}, "health: --timeout -1s: must be at least 1ms"},
+		{"redis prune 0s", []string{"redis", "prune", "--timeout", "0s"}, "redis prune: --timeout 0s: must be at least 1ms"},
+		{"redis --timeout before prune", []string{"redis", "--timeout", "1ns", "prune"}, "redis prune: --timeout 1ns: must be at least 1ms"},
+		{"bench --duration 0s", []string{"bench", "--duration", "0s"}, "bench: --duration 0s: must be at least 1ms"},
+		{"bench --concurrency 0", []string{"bench", "--concurrency", "0"}, "bench: --concurrency 0: must be at least 1"},
+		{"bench --keys -1", []string{"bench", "--keys", "-1"}, "bench: --keys -1: must be at least 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(ctx, append([]string{"guard"}, tt.args...), env, &stdout, &stderr)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("run(%v) = %v, want an error containing %q", tt.args, err, tt.want)
+			}
+		})
+	}
+}

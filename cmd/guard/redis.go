@@ -27,7 +27,7 @@ func runRedis(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "redis", "prune [flags]", redisHelp)
 	configPath := fs.String("config", "", "config file (default: GUARD_CONFIG)")
 	dryRun := fs.Bool("dry-run", false, "list what would be deleted, delete nothing")
-	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for Redis")
+	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for Redis (at least "+minTimeout.String()+")")
 	if err := parseFlags(e, fs, args); err != nil {
 		return err
 	}
@@ -44,6 +44,9 @@ func runRedis(ctx context.Context, e *env, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("redis prune: unexpected argument %q", fs.Arg(0))
+	}
+	if err := durationFlagAtLeast("redis prune", "timeout", *timeout, minTimeout); err != nil {
+		return err
 	}
 	cfg, err := config.Load(*configPath, e.env)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/guardhq/guard/internal/config"
 )
@@ -143,6 +144,20 @@ func parseFlags(e *env, fs *flag.FlagSet, args []string) error {
 	}
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%s: %w", fs.Name(), err)
+	}
+	return nil
+}
+
+// minTimeout is the least --timeout (health, redis prune) and bench
+// --duration accepted: zero, negative or nanosecond values only fail later
+// with "context deadline exceeded".
+const minTimeout = time.Millisecond
+
+// durationFlagAtLeast refuses a duration flag's value below least, naming
+// the command and the flag.
+func durationFlagAtLeast(command, name string, d, least time.Duration) error {
+	if d < least {
+		return fmt.Errorf("%s: --%s %s: must be at least %s", command, name, d, least)
 	}
 	return nil
 }

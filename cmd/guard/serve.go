@@ -39,8 +39,13 @@ the audit trail in memory: fine for trying it out, never for production
 Without key_secret Guard makes up a random one at start (and warns): limits
 then do not survive a restart. With a Redis URL a key_secret is required.`
 
-// defaultShutdownTimeout is serve's --shutdown-timeout default.
-const defaultShutdownTimeout = 25 * time.Second
+// defaultShutdownTimeout is serve's --shutdown-timeout default, and
+// minShutdownTimeout its least value: less leaves no time to finish
+// requests and flush the audit trail, and the stop fails.
+const (
+	defaultShutdownTimeout = 25 * time.Second
+	minShutdownTimeout     = time.Second
+)
 
 func runServe(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "serve", "[flags]", serveHelp)
@@ -49,12 +54,15 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	logFormat := fs.String("log-format", firstNonEmpty(e.env.Get(config.EnvLogFormat), "text"), "log format: text or json (env GUARD_LOG_FORMAT)")
 	logLevel := fs.String("log-level", firstNonEmpty(e.env.Get(config.EnvLogLevel), "info"), "log level: debug, info, warn or error (env GUARD_LOG_LEVEL)")
 	migrate := fs.Bool("migrate", false, "apply the audit database migrations before serving")
-	shutdownTimeout := fs.Duration("shutdown-timeout", defaultShutdownTimeout, "how long a graceful stop may take before connections are cut")
+	shutdownTimeout := fs.Duration("shutdown-timeout", defaultShutdownTimeout, "how long a graceful stop may take before connections are cut (at least "+minShutdownTimeout.String()+")")
 	if err := parseFlags(e, fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
+	}
+	if err := durationFlagAtLeast("serve", "shutdown-timeout", *shutdownTimeout, minShutdownTimeout); err != nil {
+		return err
 	}
 	logger, err := config.NewLogger(e.stderr, *logFormat, *logLevel)
 	if err != nil {
