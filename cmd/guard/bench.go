@@ -70,9 +70,14 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("bench: --keys %d: must be at least 1", f.keys)
 	}
 	modes := strings.Split(f.modes, ",")
-	for _, m := range modes {
+	for i, m := range modes {
 		if !slices.Contains(benchModes, m) {
 			return fmt.Errorf("bench: unknown mode %q (known: %s)", m, strings.Join(benchModes, ", "))
+		}
+		// A mode run twice would be measured twice, and the ratios
+		// taken against its last run.
+		if slices.Contains(modes[:i], m) {
+			return fmt.Errorf("bench: --modes gives mode %q twice", m)
 		}
 	}
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelError}))

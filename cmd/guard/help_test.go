@@ -73,6 +73,7 @@ func TestUsageErrors(t *testing.T) {
 		{"config without check", []string{"config"}, `want "guard config check"`},
 		{"config check with a bare file", []string{"config", "check", "guard.yaml"}, "unexpected argument guard.yaml"},
 		{"bench unknown mode", []string{"bench", "--modes", "raw-multi"}, `unknown mode "raw-multi"`},
+		{"bench mode twice", []string{"bench", "--modes", "check,http,check", "--redis-url", "redis://127.0.0.1:1/0"}, `bench: --modes gives mode "check" twice`},
 		{"redis without subcommand", []string{"redis"}, "give a subcommand: prune"},
 		{"redis unknown subcommand", []string{"redis", "flush"}, `unknown subcommand "flush"`},
 		{"redis prune without Redis", []string{"redis", "prune"}, "no Redis configured"},
