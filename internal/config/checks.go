@@ -21,13 +21,13 @@ var headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 func checkListen(addr string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("%q is not host:port", addr)
+		return fmt.Errorf("%s is not host:port", quote(addr))
 	}
 	if host != "" && net.ParseIP(host) == nil && !hostNameRE.MatchString(host) {
-		return fmt.Errorf("%q: bad host", addr)
+		return fmt.Errorf("%s: bad host", quote(addr))
 	}
 	if _, err := net.LookupPort("tcp", port); err != nil {
-		return fmt.Errorf("%q: bad port", addr)
+		return fmt.Errorf("%s: bad port", quote(addr))
 	}
 	return nil
 }
@@ -36,10 +36,10 @@ func checkListen(addr string) error {
 func checkAddr(addr string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil || host == "" {
-		return fmt.Errorf("%q is not host:port", addr)
+		return fmt.Errorf("%s is not host:port", quote(addr))
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("%q: bad port", addr)
+		return fmt.Errorf("%s: bad port", quote(addr))
 	}
 	return nil
 }
@@ -67,7 +67,7 @@ func checkURL(raw string, schemes ...string) error {
 	// attempt, leaving Guard degraded (or without its audit trail) for good.
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return fmt.Errorf("port %s outside 1..65535", p)
+			return fmt.Errorf("port %s outside 1..65535", bare(p))
 		}
 	}
 	return nil
@@ -77,7 +77,7 @@ var keyPrefixRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
 
 func checkKeyPrefix(p string) error {
 	if !keyPrefixRE.MatchString(p) {
-		return fmt.Errorf("%q: use 1 to 64 of letters, digits and _ . : - (no braces: keys carry their Redis Cluster hash tag after it)", p)
+		return fmt.Errorf("%s: use 1 to 64 of letters, digits and _ . : - (no braces: keys carry their Redis Cluster hash tag after it)", quote(p))
 	}
 	return nil
 }

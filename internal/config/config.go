@@ -307,8 +307,8 @@ func (d *decoder) fill(cfg *Config, f *file) {
 		if k.Key != nil && *k.Key != "" && len(*k.Key) < WeakSecretBytes {
 			cfg.Warnings = append(cfg.Warnings, Warning{
 				Where: fmt.Sprintf("%s:%d", d.file, d.lines[fmt.Sprintf("api_keys[%d].key", i)]),
-				Msg: fmt.Sprintf("SHORT API KEY: api key %q is %d bytes, shorter than %d: it could be guessed; use e.g. openssl rand -hex 32",
-					k.Name, len(*k.Key), WeakSecretBytes),
+				Msg: fmt.Sprintf("SHORT API KEY: api key %s is %d bytes, shorter than %d: it could be guessed; use e.g. openssl rand -hex 32",
+					quote(k.Name), len(*k.Key), WeakSecretBytes),
 			})
 		}
 	}
@@ -316,7 +316,7 @@ func (d *decoder) fill(cfg *Config, f *file) {
 	cfg.PolicyFromFile = d.has("actions")
 	cfg.Guard.Instance = f.Instance
 	if d.has("instance") && f.Instance != "" && !instanceRE.MatchString(f.Instance) {
-		d.errorAt("instance", "instance %q: use letters, digits, _ . - (at most 64)", f.Instance)
+		d.errorAt("instance", "instance %s: use letters, digits, _ . - (at most 64)", quote(f.Instance))
 	}
 	cfg.Guard.IPv6Prefix = abuse.DefaultIPv6Prefix
 	if d.has("ip.ipv6_prefix") {
@@ -329,7 +329,7 @@ func (d *decoder) fill(cfg *Config, f *file) {
 	if d.has("phone.default_region") && f.Phone.DefaultRegion != "" {
 		r, ok := abuse.NormalizeRegion(f.Phone.DefaultRegion)
 		if !ok || r == abuse.NonGeoRegion {
-			d.errorAt("phone.default_region", "phone.default_region %q is not an ISO 3166 region with a numbering plan (e.g. GB, US, DE), or \"\" for international numbers only", f.Phone.DefaultRegion)
+			d.errorAt("phone.default_region", "phone.default_region %s is not an ISO 3166 region with a numbering plan (e.g. GB, US, DE), or \"\" for international numbers only", quote(f.Phone.DefaultRegion))
 		}
 		cfg.Guard.Phone.DefaultRegion = r
 	}
@@ -371,7 +371,7 @@ func (d *decoder) fill(cfg *Config, f *file) {
 			continue
 		}
 		if !headerNameRE.MatchString(*h) {
-			d.errorAt("forward_auth."+key, "forward_auth.%s: %q is not a valid HTTP header name", key, *h)
+			d.errorAt("forward_auth."+key, "forward_auth.%s: %s is not a valid HTTP header name", key, quote(*h))
 			continue
 		}
 		*h = textproto.CanonicalMIMEHeaderKey(*h)
@@ -468,7 +468,7 @@ func (d *decoder) applyEnv(cfg *Config, env Env) {
 	if v := env.Get(EnvInstance); v != "" {
 		cfg.Guard.Instance = v
 		if !instanceRE.MatchString(v) {
-			envErr(EnvInstance, fmt.Errorf("%q: use letters, digits, _ . - (at most 64)", v))
+			envErr(EnvInstance, fmt.Errorf("%s: use letters, digits, _ . - (at most 64)", quote(v)))
 		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
+		return nil, fmt.Errorf("log level %s: want debug, info, warn or error", quote(level))
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
 	switch format {
@@ -21,6 +21,6 @@ func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	default:
-		return nil, fmt.Errorf("log format %q: want text or json", format)
+		return nil, fmt.Errorf("log format %s: want text or json", quote(format))
 	}
 }

@@ -34,7 +34,7 @@ func (d *decoder) notifications(cfg *Config, s *notificationsSection) {
 	}
 	for i, e := range s.Events {
 		if !slices.Contains(notify.Events, e) {
-			d.errorAt(fmt.Sprintf("notifications.events[%d]", i), "notifications.events[%d]: unknown event %q: want lockout or unlock", i, e)
+			d.errorAt(fmt.Sprintf("notifications.events[%d]", i), "notifications.events[%d]: unknown event %s: want lockout or unlock", i, quote(e))
 		}
 	}
 	if d.has("notifications.events") && len(s.Events) == 0 {

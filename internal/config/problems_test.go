@@ -86,3 +86,53 @@ func TestParseReportsEachProblemOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestProblemsBoundValues: a problem repeats at most maxQuoted bytes of
+// the value it is about, then its length (a 3 MB file that is not YAML
+// once came back whole in its one problem).
+func TestProblemsBoundValues(t *testing.T) {
+	big := strings.Repeat("x", 3<<20)
+	head := `"` + strings.Repeat("x", maxQuoted) + `"`
+	tests := []struct {
+		name string
+		yaml string
+		want string
+	}{
+		{"a file of one huge scalar", big, "g.yaml:1: config must be a mapping, not " + head + "… (3145728 bytes)"},
+		{"a huge unknown key", strings.Repeat("k", 100) + ": 1\n", `g.yaml:1: config: unknown key "` + strings.Repeat("k", 64) + `"… (100 bytes) (known: `},
+		{"a huge CIDR", "lists:\n  deny: {cidrs: [" + strings.Repeat("1", 200) + "]}\n", `g.yaml:2: lists.deny.cidrs[0]: "` + strings.Repeat("1", 64) + `"… (200 bytes) is not an IP address or CIDR`},
+		{"a huge number", "actions:\n  login:\n    limits: [{dimension: ip, limit: " + strings.Repeat("9", 100) + ", window: 1m}]\n", `must be a whole number, not "` + strings.Repeat("9", 64) + `"… (100 bytes)`},
+		{"a huge listen address", "listen: " + strings.Repeat("h", 70) + "\n", `g.yaml:1: listen: "` + strings.Repeat("h", 64) + `"… (70 bytes) is not host:port`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("g.yaml", []byte(tt.yaml), noEnv)
+			if err == nil {
+				t.Fatalf("Parse = nil error, want %q", tt.want)
+			}
+			if got := err.Error(); !strings.Contains(got, tt.want) || len(got) > 1000 {
+				t.Errorf("problems = %.2000q\nwant them to contain %q and be short", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestQuote(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"short", "abc", `"abc"`},
+		{"exactly the bound", strings.Repeat("a", maxQuoted), `"` + strings.Repeat("a", maxQuoted) + `"`},
+		{"one past", strings.Repeat("a", maxQuoted+1), `"` + strings.Repeat("a", maxQuoted) + `"… (65 bytes)`},
+		// "é" is 2 bytes: the 64th byte starts no character, so the cut
+		// falls before it rather than in its middle.
+		{"cut at a character", strings.Repeat("a", maxQuoted-1) + "é" + "z", `"` + strings.Repeat("a", maxQuoted-1) + `"… (66 bytes)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := quote(tt.in); got != tt.want {
+				t.Errorf("quote(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}

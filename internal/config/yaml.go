@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -30,6 +31,37 @@ func (e *Error) Error() string {
 		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
 	}
 	return fmt.Sprintf("%s: %s", e.File, e.Msg)
+}
+
+// maxQuoted is how many bytes of a value a problem repeats.
+const maxQuoted = 64
+
+// quote is how a problem shows a value of the file or the environment:
+// Go-quoted and bounded by clip, so a file of garbage is not echoed whole.
+func quote(s string) string {
+	head, rest := clip(s)
+	return strconv.Quote(head) + rest
+}
+
+// bare is quote without the quotes, for values that already parsed as a
+// number or a duration ("limit: 010", "window: 0s").
+func bare(s string) string {
+	head, rest := clip(s)
+	return head + rest
+}
+
+// clip bounds every value a problem repeats: s whole when it is at most
+// maxQuoted bytes, else its first maxQuoted bytes (cut at a character
+// boundary) and "…" with s's length.
+func clip(s string) (head, rest string) {
+	if len(s) <= maxQuoted {
+		return s, ""
+	}
+	n := maxQuoted
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n], fmt.Sprintf("… (%d bytes)", len(s))
 }
 
 // decoder fills Go values from a yaml.Node tree by their `yaml` struct tags
@@ -192,7 +224,7 @@ func kindName(n *yaml.Node) string {
 		if n.ShortTag() == "!!null" {
 			return "empty"
 		}
-		return fmt.Sprintf("%q", n.Value)
+		return quote(n.Value)
 	}
 	return "something else"
 }
@@ -316,7 +348,7 @@ func (d *decoder) entries(n *yaml.Node, path string) []entry {
 			continue
 		}
 		if line, dup := seen[k.Value]; dup {
-			d.keyErrorf(k, path, "key %q appears twice (first on line %d)", k.Value, line)
+			d.keyErrorf(k, path, "key %s appears twice (first on line %d)", quote(k.Value), line)
 			continue
 		}
 		seen[k.Value] = k.Line
@@ -352,7 +384,7 @@ func (d *decoder) structure(n *yaml.Node, path string, v reflect.Value) {
 				known = append(known, k)
 			}
 			slices.Sort(known)
-			d.keyErrorf(e.key, path, "unknown key %q (known: %s)", e.key.Value, strings.Join(known, ", "))
+			d.keyErrorf(e.key, path, "unknown key %s (known: %s)", quote(e.key.Value), strings.Join(known, ", "))
 			continue
 		}
 		f := t.Field(i)
@@ -433,7 +465,7 @@ func (d *decoder) integer(n *yaml.Node, path string, b bounds, v reflect.Value) 
 	if len(digits) > 1 && digits[0] == '0' && digits[1] >= '0' && digits[1] <= '9' {
 		// YAML 1.1 (and ParseInt's base 0) read 010 as octal 8, YAML 1.2
 		// as 10: either way not what most writers of it meant.
-		d.errorf(n, "%s: %s has a leading zero; write it without (0o… for octal)", path, n.Value)
+		d.errorf(n, "%s: %s has a leading zero; write it without (0o… for octal)", path, bare(n.Value))
 		return
 	}
 	x, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
@@ -445,7 +477,7 @@ func (d *decoder) integer(n *yaml.Node, path string, b bounds, v reflect.Value) 
 		hi, _ = strconv.ParseInt(b.max, 10, 64)
 	}
 	if err != nil || x < lo || x > hi || int64(int(x)) != x {
-		d.errorf(n, "%s must be between %d and %d, not %s", path, lo, hi, n.Value)
+		d.errorf(n, "%s must be between %d and %d, not %s", path, lo, hi, bare(n.Value))
 		return
 	}
 	v.SetInt(x)
@@ -465,7 +497,7 @@ func (d *decoder) duration(n *yaml.Node, path string, b bounds, v reflect.Value)
 	}
 	if b.min != "" {
 		if lo, _ := time.ParseDuration(b.min); x < lo {
-			d.errorf(n, "%s must be at least %s, not %s", path, Duration(lo), s)
+			d.errorf(n, "%s must be at least %s, not %s", path, Duration(lo), bare(s))
 			return
 		}
 	}
@@ -481,10 +513,10 @@ type Duration time.Duration
 func ParseDuration(s string) (time.Duration, error) {
 	v, err := time.ParseDuration(s)
 	if s == "" || err != nil {
-		return 0, fmt.Errorf("%q is not a duration (Go syntax such as 500ms, 15m, 24h)", s)
+		return 0, fmt.Errorf("%s is not a duration (Go syntax such as 500ms, 15m, 24h)", quote(s))
 	}
 	if v%time.Millisecond != 0 {
-		return 0, fmt.Errorf("must be whole milliseconds, not %s", s)
+		return 0, fmt.Errorf("must be whole milliseconds, not %s", bare(s))
 	}
 	return v, nil
 }
@@ -524,17 +556,17 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	if !strings.Contains(s, "/") {
 		a, err := netip.ParseAddr(s)
 		if err != nil || a.Zone() != "" {
-			return netip.Prefix{}, fmt.Errorf("%q is not an IP address or CIDR", s)
+			return netip.Prefix{}, fmt.Errorf("%s is not an IP address or CIDR", quote(s))
 		}
 		a = a.Unmap()
 		return netip.PrefixFrom(a, a.BitLen()), nil
 	}
 	p, err := netip.ParsePrefix(s)
 	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR", s)
+		return netip.Prefix{}, fmt.Errorf("%s is not a CIDR", quote(s))
 	}
 	if p.Masked() != p {
-		return netip.Prefix{}, fmt.Errorf("%q has host bits set (did you mean %s?)", s, p.Masked())
+		return netip.Prefix{}, fmt.Errorf("%s has host bits set (did you mean %s?)", quote(s), p.Masked())
 	}
 	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
 		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
