@@ -92,14 +92,14 @@ func runAudit(ctx context.Context, e *env, args []string) error {
 		if f.fmt == "csv" {
 			format = sdk.FormatCSV
 		}
-		return client.ExportAudit(ctx, filter, format, e.stdout)
+		return wrapSDK("audit", client.ExportAudit(ctx, filter, format, e.stdout))
 	case "table", "json":
 		if f.limit < 1 || f.limit > 1000 {
 			return fmt.Errorf("audit: --limit %d outside 1..1000", f.limit)
 		}
 		page, err := client.Audit(ctx, filter)
 		if err != nil {
-			return err
+			return wrapSDK("audit", err)
 		}
 		if f.fmt == "json" {
 			enc := json.NewEncoder(e.stdout)

@@ -3,9 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/guardhq/guard/sdk"
 )
 
 func TestHelp(t *testing.T) {
@@ -62,7 +67,8 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{"no command", nil, "no command"},
 		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
-		{"unknown flag", []string{"serve", "--nope"}, "flag provided but not defined"},
+		{"unknown flag", []string{"serve", "--nope"}, "serve: flag provided but not defined"},
+		{"unknown flag of config check", []string{"config", "check", "--nope"}, "config check: flag provided but not defined"},
 		{"migrate without direction", []string{"migrate"}, "give a direction"},
 		{"audit without key", []string{"audit"}, "no API key"},
 		{"audit bad format", []string{"audit", "--key", "k", "--format", "xml"}, "unknown --format"},
@@ -87,6 +93,10 @@ func TestUsageErrors(t *testing.T) {
 			err := run(context.Background(), append([]string{"guard"}, tt.args...), noEnv, &stdout, &stderr)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("run(%v) = %v, want an error containing %q", tt.args, err, tt.want)
+			}
+			// main prints "guard: " before the error.
+			if err != nil && strings.HasPrefix(err.Error(), "guard") {
+				t.Errorf("run(%v) = %q, want it without a \"guard\" prefix of its own", tt.args, err)
 			}
 		})
 	}
@@ -165,6 +175,30 @@ func TestDurationFlags(t *testing.T) {
 			err := run(ctx, append([]string{"guard"}, tt.args...), env, &stdout, &stderr)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("run(%v) = %v, want an error containing %q", tt.args, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestAuditErrorPrefix: an error of the API reaches main under the
+// command's name, without the SDK's own "guard: " (main adds one).
+func TestAuditErrorPrefix(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write([]byte(`{"error":{"code":"invalid_request","message":"since is after until"}}`))
+	}))
+	defer srv.Close()
+	for _, format := range []string{"table", "ndjson"} {
+		t.Run(format, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), []string{"guard", "audit", "--url", srv.URL, "--key", "k-0123456789abcdef", "--format", format}, noEnv, &stdout, &stderr)
+			if want := "audit: 400 invalid_request: since is after until"; err == nil || !strings.HasPrefix(err.Error(), want) {
+				t.Errorf("run = %v, want an error starting %q", err, want)
+			}
+			var apiErr *sdk.Error
+			if !errors.As(err, &apiErr) {
+				t.Errorf("run = %v, want it to wrap the *sdk.Error", err)
 			}
 		})
 	}

@@ -143,9 +143,32 @@ func parseFlags(e *env, fs *flag.FlagSet, args []string) error {
 		}
 	}
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%s: %w", fs.Name(), err)
+		// main prints "guard: " before every error.
+		return fmt.Errorf("%s: %w", strings.TrimPrefix(fs.Name(), "guard "), err)
 	}
 	return nil
+}
+
+// sdkError is an error of the Go SDK under the command's name. The SDK's
+// errors start with "guard: " for its callers' logs; main prints that
+// prefix before every error already.
+type sdkError struct {
+	command string
+	err     error
+}
+
+func (e *sdkError) Error() string {
+	return e.command + ": " + strings.TrimPrefix(e.err.Error(), "guard: ")
+}
+
+func (e *sdkError) Unwrap() error { return e.err }
+
+// wrapSDK puts err, if any, under command (sdkError).
+func wrapSDK(command string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &sdkError{command: command, err: err}
 }
 
 // minTimeout is the least --timeout (health, redis prune) and bench
