@@ -24,6 +24,6 @@ func runConfig(_ context.Context, e *env, args []string) error {
 		return errors.New("config check: unexpected argument " + fs.Arg(0) + " (the file goes after --config)")
 	}
 	_, res := config.Check(*path, e.env)
-	res.Print(e.stdout)
+	res.Print(e.stdout, *strict)
 	return res.Err(*strict)
 }

@@ -134,11 +134,12 @@ func logProblems(env Env) []error {
 const spoolWarningNote = "; serve would not start on this machine"
 
 // Print writes the problems and warnings to out, one a line, then a
-// one-line verdict for a valid config. Like a linter's findings they are
+// one-line verdict for a valid config: "ok", or, with strict and warnings,
+// that it fails under --strict (Err's verdict). Like a linter's findings they are
 // the command's output (stdout); the exit status and Err's one line (on
 // stderr) say whether the file is one Guard starts on (a spool directory
 // this machine lacks is a warning: --strict fails on it).
-func (r CheckResult) Print(out io.Writer) {
+func (r CheckResult) Print(out io.Writer, strict bool) {
 	for _, p := range r.Problems {
 		fmt.Fprintln(out, p)
 	}
@@ -146,7 +147,11 @@ func (r CheckResult) Print(out io.Writer) {
 		fmt.Fprintf(out, "%s: warning: %s\n", w.Where, w.Msg)
 	}
 	if len(r.Problems) == 0 {
-		fmt.Fprintf(out, "%s: ok (%d actions, %s)\n", r.Name, r.Actions, plural(len(r.Warnings), "warning"))
+		verdict := "ok"
+		if strict && len(r.Warnings) > 0 {
+			verdict = "fails under --strict"
+		}
+		fmt.Fprintf(out, "%s: %s (%s, %s)\n", r.Name, verdict, plural(r.Actions, "action"), plural(len(r.Warnings), "warning"))
 	}
 }
 
