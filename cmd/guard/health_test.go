@@ -31,13 +31,16 @@ func TestHealthCommand(t *testing.T) {
 		ready      int
 		wantErr    bool
 		wantStdout string
+		wantErr2   string // the whole error when set, SRV standing for srv.URL
 	}{
-		{"alive by --url", []string{"--url", srv.URL}, nil, 200, false, "200 {\"status\":\"ok\"}"},
-		{"ready by GUARD_URL", []string{"--ready"}, map[string]string{"GUARD_URL": srv.URL + "/"}, 200, false, "200 {\"mode\":\"degraded\"}"},
-		{"not ready fails", []string{"--ready", "--url", srv.URL}, nil, 503, true, "503"},
-		{"address from GUARD_LISTEN", nil, map[string]string{"GUARD_LISTEN": addr}, 200, false, "200"},
-		{"nothing listening fails", []string{"--url", "http://127.0.0.1:1"}, nil, 200, true, ""},
-		{"stray argument", []string{"extra"}, nil, 200, true, ""},
+		{"alive by --url", []string{"--url", srv.URL}, nil, 200, false, "200 {\"status\":\"ok\"}", ""},
+		{"ready by GUARD_URL", []string{"--ready"}, map[string]string{"GUARD_URL": srv.URL + "/"}, 200, false, "200 {\"mode\":\"degraded\"}", ""},
+		{"not ready fails", []string{"--ready", "--url", srv.URL}, nil, 503, true, "503", "health: SRV/readyz answered 503"},
+		{"a URL with a path is a base", []string{"--url", srv.URL + "/v1/check"}, nil, 200, true, "404", "health: SRV/v1/check/healthz answered 404"},
+		{"a password is not repeated", []string{"--url", strings.Replace(srv.URL, "//", "//u:s3cret@", 1) + "/x/"}, nil, 200, true, "404", "health: http://u:xxxxx@" + addr + "/x/healthz answered 404"},
+		{"address from GUARD_LISTEN", nil, map[string]string{"GUARD_LISTEN": addr}, 200, false, "200", ""},
+		{"nothing listening fails", []string{"--url", "http://127.0.0.1:1"}, nil, 200, true, "", ""},
+		{"stray argument", []string{"extra"}, nil, 200, true, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -47,6 +50,9 @@ func TestHealthCommand(t *testing.T) {
 			err := run(context.Background(), append([]string{"guard", "health"}, tt.args...), getenv, &stdout, &stderr)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v; want error %v", err, tt.wantErr)
+			}
+			if want := strings.ReplaceAll(tt.wantErr2, "SRV", srv.URL); want != "" && err.Error() != want {
+				t.Errorf("err = %q, want %q", err, want)
 			}
 			if !strings.HasPrefix(stdout.String(), tt.wantStdout) {
 				t.Errorf("stdout = %q; want it to start with %q", stdout.String(), tt.wantStdout)
