@@ -43,13 +43,19 @@ type benchFlags struct {
 	modes       string
 }
 
+// defaultBenchRedisURL is the Redis bench measures without --redis-url
+// or GUARD_REDIS_URL.
+const defaultBenchRedisURL = "redis://127.0.0.1:6379/0"
+
 // benchModes are the modes of guard bench, in the order they run.
 var benchModes = []string{"check", "http"}
 
 func runBench(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "bench", "[flags]", benchHelp)
 	var f benchFlags
-	fs.StringVar(&f.redisURL, "redis-url", firstNonEmpty(e.env.Get(config.EnvRedisURL), "redis://127.0.0.1:6379/0"), "Redis to measure against (default: GUARD_REDIS_URL or the local one)")
+	// The default is resolved after parsing, so the help shows it once
+	// and never prints GUARD_REDIS_URL, whose password it may hold.
+	fs.StringVar(&f.redisURL, "redis-url", "", "Redis to measure against (default: GUARD_REDIS_URL, else "+defaultBenchRedisURL+")")
 	fs.DurationVar(&f.duration, "duration", 5*time.Second, "how long each mode runs (at least "+minTimeout.String()+")")
 	fs.IntVar(&f.concurrency, "concurrency", 16, "concurrent workers per mode")
 	fs.IntVar(&f.keys, "keys", 10000, "distinct users and IPs the workers cycle through")
@@ -59,6 +65,10 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("bench: unexpected argument %q", fs.Arg(0))
+	}
+	f.redisURL = firstNonEmpty(f.redisURL, e.env.Get(config.EnvRedisURL), defaultBenchRedisURL)
+	if err := (limits.RedisConfig{URL: f.redisURL}).CheckURL(); err != nil {
+		return fmt.Errorf("bench: --redis-url: %s", strings.TrimPrefix(err.Error(), "redis url: "))
 	}
 	if err := durationFlagAtLeast("bench", "duration", f.duration, minTimeout); err != nil {
 		return err

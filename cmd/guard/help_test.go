@@ -79,6 +79,8 @@ func TestUsageErrors(t *testing.T) {
 		{"config without check", []string{"config"}, `want "guard config check"`},
 		{"config check with a bare file", []string{"config", "check", "guard.yaml"}, "unexpected argument guard.yaml"},
 		{"bench unknown mode", []string{"bench", "--modes", "raw-multi"}, `unknown mode "raw-multi"`},
+		{"bench bad --redis-url", []string{"bench", "--redis-url", "http://x"}, "bench: --redis-url: redis: invalid URL scheme: http"},
+		{"bench bad --redis-url database", []string{"bench", "--redis-url", "redis://u:s3cret@x:6379/abc"}, "bench: --redis-url: redis: invalid database number"},
 		{"bench mode twice", []string{"bench", "--modes", "check,http,check", "--redis-url", "redis://127.0.0.1:1/0"}, `bench: --modes gives mode "check" twice`},
 		{"redis without subcommand", []string{"redis"}, "give a subcommand: prune"},
 		{"redis unknown subcommand", []string{"redis", "flush"}, `unknown subcommand "flush"`},
@@ -201,5 +203,24 @@ func TestAuditErrorPrefix(t *testing.T) {
 				t.Errorf("run = %v, want it to wrap the *sdk.Error", err)
 			}
 		})
+	}
+}
+
+// TestBenchHelpRedisURL: bench --help shows the --redis-url default once
+// and never the GUARD_REDIS_URL of the environment (its password).
+func TestBenchHelpRedisURL(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	env := envMap(map[string]string{"GUARD_REDIS_URL": "redis://u:s3cret@redis.internal:6379/0"})
+	if err := run(context.Background(), []string{"guard", "bench", "--help"}, env, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	help := stdout.String()
+	if strings.Contains(help, "s3cret") || strings.Contains(help, "redis.internal") {
+		t.Errorf("bench --help shows GUARD_REDIS_URL:\n%s", help)
+	}
+	_, line, _ := strings.Cut(help, "-redis-url")
+	line, _, _ = strings.Cut(line, "\n  -")
+	if got := strings.Count(line, "default"); got != 1 {
+		t.Errorf("-redis-url's help names %d defaults, want 1:\n%s", got, line)
 	}
 }
