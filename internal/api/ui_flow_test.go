@@ -110,7 +110,7 @@ func TestUISessionAndCSRF(t *testing.T) {
 	}
 	ck := resp.Cookies()
 	if len(ck) != 1 || !ck[0].HttpOnly || ck[0].SameSite != http.SameSiteStrictMode || ck[0].Secure || ck[0].MaxAge != 1800 {
-		t.Errorf("session cookie = %+v; want HttpOnly, SameSite=Strict, 30 min, not Secure over plain HTTP", ck)
+		t.Errorf("session cookie = %+v; want HttpOnly, SameSite=Strict, 30 min, not Secure over plain HTTP to loopback", ck)
 	}
 
 	// State changes need the session's CSRF token.

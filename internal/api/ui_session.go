@@ -8,7 +8,9 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"path"
 	"strconv"
@@ -22,8 +24,9 @@ import (
 // Review page sessions. Signing in with an API key sets a cookie that
 // names the key and an expiry, signed with the session secret and bound to
 // the key's digest (so a rotated or removed key ends its sessions). The
-// cookie is HttpOnly, SameSite=Strict, Secure when served over TLS, and
-// lives SessionTTL from the last page view. Signing out clears it and
+// cookie is HttpOnly, SameSite=Strict, Secure unless the request is plain
+// HTTP to a loopback host (secureCookie), and lives SessionTTL from the
+// last page view. Signing out clears it and
 // revokes it on this instance.
 const (
 	sessionCookie = "guard_session"
@@ -166,15 +169,51 @@ func (s *server) setSessionCookie(c *gin.Context, k *apiKey, nonce string) {
 	http.SetCookie(c.Writer, &http.Cookie{
 		Name: sessionCookie, Value: s.sess.cookieValue(k, nonce, exp), Path: "/ui",
 		Expires: exp, MaxAge: int(SessionTTL / time.Second),
-		HttpOnly: true, Secure: c.Request.TLS != nil, SameSite: http.SameSiteStrictMode,
+		HttpOnly: true, Secure: secureCookie(c.Request), SameSite: http.SameSiteStrictMode,
 	})
 }
 
 func clearSessionCookie(c *gin.Context) {
 	http.SetCookie(c.Writer, &http.Cookie{
 		Name: sessionCookie, Value: "", Path: "/ui", MaxAge: -1,
-		HttpOnly: true, Secure: c.Request.TLS != nil, SameSite: http.SameSiteStrictMode,
+		HttpOnly: true, Secure: secureCookie(c.Request), SameSite: http.SameSiteStrictMode,
 	})
+}
+
+// secureCookie reports whether the session cookie is marked Secure: always,
+// except for plain HTTP straight to a loopback host (localhost,
+// *.localhost, 127.0.0.0/8, [::1]; local development and tests, whose
+// clients do not send a Secure cookie over http). Guard does not serve
+// TLS itself, so r.TLS says nothing about what the browser used: a
+// request a reverse proxy forwarded (it names the public side in
+// X-Forwarded-Proto, X-Forwarded-Host or Forwarded) is Secure even when
+// the proxy sent Host: 127.0.0.1, as nginx does by default.
+func secureCookie(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	for _, h := range []string{"X-Forwarded-Proto", "X-Forwarded-Host", "Forwarded"} {
+		if r.Header.Get(h) != "" {
+			return true
+		}
+	}
+	return !loopbackHost(r.Host)
+}
+
+// loopbackHost reports whether a Host header (with or without port) names
+// the local machine.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		host = host[1 : len(host)-1]
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Zone() == "" && a.Unmap().IsLoopback()
 }
 
 // requireUI authenticates a review request by Bearer header, HTTP Basic

@@ -221,3 +221,44 @@ func TestUIEventByIDAlone(t *testing.T) {
 		t.Errorf("with ?at=: status %d, want 200", w.Code)
 	}
 }
+
+// TestUISessionCookieSecure: Guard serves no TLS itself, so the session
+// cookie is Secure for every host but a loopback one over plain HTTP, and
+// for any request a reverse proxy forwarded.
+func TestUISessionCookieSecure(t *testing.T) {
+	h := newTestHandler(t, testConfig(), Deps{})
+	tests := []struct {
+		name, host string
+		hdr        []string
+		want       bool
+	}{
+		{"localhost", "localhost", nil, false},
+		{"localhost with port", "localhost:8080", nil, false},
+		{"a name under localhost", "guard.localhost:8080", nil, false},
+		{"127.0.0.1 with port", "127.0.0.1:8080", nil, false},
+		{"elsewhere in 127/8", "127.1.2.3", nil, false},
+		{"IPv6 loopback", "[::1]", nil, false},
+		{"IPv6 loopback with port", "[::1]:8080", nil, false},
+		{"a public name", "guard.example", nil, true},
+		{"a public name with port", "guard.example:8080", nil, true},
+		{"a LAN address", "10.0.0.5:8080", nil, true},
+		{"localhost as a prefix", "localhost.example", nil, true},
+		{"proxied with Host rewritten to loopback", "127.0.0.1:8080", []string{"X-Forwarded-Proto", "https"}, true},
+		{"proxied, forwarded host", "127.0.0.1:8080", []string{"X-Forwarded-Host", "guard.example"}, true},
+		{"proxied, Forwarded", "localhost", []string{"Forwarded", "proto=https;host=guard.example"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hdr := append([]string{"Content-Type", "application/x-www-form-urlencoded", "Accept", "text/html"}, tt.hdr...)
+			w := call(h, "POST", "http://"+tt.host+"/ui/login", "", "key="+keyAudit, hdr...)
+			res := w.Result()
+			ck := res.Cookies()
+			if w.Code != 303 || len(ck) != 1 {
+				t.Fatalf("sign-in = %d, cookies %v; want 303 and one cookie", w.Code, ck)
+			}
+			if got := ck[0].Secure; got != tt.want {
+				t.Errorf("Secure = %v; want %v", got, tt.want)
+			}
+		})
+	}
+}
