@@ -23,7 +23,8 @@ import (
 
 // Review page sessions. Signing in with an API key sets a cookie that
 // names the key and an expiry, signed with the session secret and bound to
-// the key's digest (so a rotated or removed key ends its sessions). The
+// the key's digest (so a rotated or removed key ends its sessions), and
+// the sign-in time, after which it renews for SessionLifetime at most. The
 // cookie is HttpOnly, SameSite=Strict, Secure unless the request is plain
 // HTTP to a loopback host (secureCookie), and lives SessionTTL from the
 // last page view. Signing out clears it and
@@ -32,6 +33,14 @@ const (
 	sessionCookie = "guard_session"
 	// SessionTTL is how long a review session lasts without a page view.
 	SessionTTL = 30 * time.Minute
+	// SessionLifetime is how long a review session lasts at most from
+	// sign-in, page views or not: then it is no longer renewed, and the
+	// user signs in again.
+	SessionLifetime = 12 * time.Hour
+	// sessionSkew is the clock difference between instances a cookie's
+	// times tolerate, and how long a revocation outlives the longest a
+	// copy of the revoked cookie could still be valid.
+	sessionSkew = time.Minute
 )
 
 // uiAuth is how a review request was authenticated.
@@ -61,7 +70,15 @@ type sessions struct {
 	now    func() time.Time
 
 	mu      sync.Mutex
-	revoked map[string]time.Time // nonce -> when its cookie would expire anyway
+	revoked map[string]time.Time // nonce -> when no copy of its cookie can be valid any more
+}
+
+// session is what a valid cookie says.
+type session struct {
+	key      *apiKey
+	nonce    string
+	signedIn time.Time // when the session began (the sign-in)
+	exp      time.Time // when this cookie expires
 }
 
 func newSessions(secret []byte, now func() time.Time) *sessions {
@@ -81,51 +98,59 @@ func (s *sessions) mac(parts ...string) []byte {
 	return m.Sum(nil)
 }
 
-// cookieValue is "v1.<name b64>.<expiry unix>.<nonce>.<mac b64>".
-func (s *sessions) cookieValue(k *apiKey, nonce string, exp time.Time) string {
+// cookieValue is "v2.<name b64>.<sign-in unix>.<expiry unix>.<nonce>.<mac b64>".
+// (v1 cookies, without the sign-in time, are no session any more.)
+func (s *sessions) cookieValue(k *apiKey, nonce string, signedIn, exp time.Time) string {
 	name := base64.RawURLEncoding.EncodeToString([]byte(k.name))
+	in := strconv.FormatInt(signedIn.Unix(), 10)
 	e := strconv.FormatInt(exp.Unix(), 10)
-	sum := s.mac("session", name, e, nonce, hex.EncodeToString(k.digest[:]))
-	return "v1." + name + "." + e + "." + nonce + "." + base64.RawURLEncoding.EncodeToString(sum)
+	sum := s.mac("session/v2", name, in, e, nonce, hex.EncodeToString(k.digest[:]))
+	return "v2." + name + "." + in + "." + e + "." + nonce + "." + base64.RawURLEncoding.EncodeToString(sum)
 }
 
 // parse checks a cookie value against the configured keys.
-func (s *sessions) parse(keys []apiKey, v string) (k *apiKey, nonce string, exp time.Time, ok bool) {
+func (s *sessions) parse(keys []apiKey, v string) (session, bool) {
 	parts := strings.Split(v, ".")
-	if len(parts) != 5 || parts[0] != "v1" || len(v) > 512 {
-		return nil, "", time.Time{}, false
+	if len(parts) != 6 || parts[0] != "v2" || len(v) > 512 {
+		return session{}, false
 	}
 	nameB, err := base64.RawURLEncoding.DecodeString(parts[1])
 	if err != nil {
-		return nil, "", time.Time{}, false
+		return session{}, false
 	}
-	unix, err := strconv.ParseInt(parts[2], 10, 64)
+	inUnix, err := strconv.ParseInt(parts[2], 10, 64)
 	if err != nil {
-		return nil, "", time.Time{}, false
+		return session{}, false
 	}
-	sum, err := base64.RawURLEncoding.DecodeString(parts[4])
+	expUnix, err := strconv.ParseInt(parts[3], 10, 64)
 	if err != nil {
-		return nil, "", time.Time{}, false
+		return session{}, false
 	}
-	exp = time.Unix(unix, 0)
-	if !s.now().Before(exp) || exp.Sub(s.now()) > SessionTTL+time.Minute {
-		return nil, "", time.Time{}, false
+	sum, err := base64.RawURLEncoding.DecodeString(parts[5])
+	if err != nil {
+		return session{}, false
+	}
+	now := s.now()
+	signedIn, exp := time.Unix(inUnix, 0), time.Unix(expUnix, 0)
+	if !now.Before(exp) || exp.Sub(now) > SessionTTL+sessionSkew ||
+		signedIn.After(now.Add(sessionSkew)) || exp.After(signedIn.Add(SessionLifetime)) {
+		return session{}, false
 	}
 	name := string(nameB)
 	for i := range keys {
 		if keys[i].name != name {
 			continue
 		}
-		want := s.mac("session", parts[1], parts[2], parts[3], hex.EncodeToString(keys[i].digest[:]))
+		want := s.mac("session/v2", parts[1], parts[2], parts[3], parts[4], hex.EncodeToString(keys[i].digest[:]))
 		if !hmac.Equal(sum, want) {
-			return nil, "", time.Time{}, false
+			return session{}, false
 		}
-		if s.isRevoked(parts[3]) {
-			return nil, "", time.Time{}, false
+		if s.isRevoked(parts[4]) {
+			return session{}, false
 		}
-		return &keys[i], parts[3], exp, true
+		return session{key: &keys[i], nonce: parts[4], signedIn: signedIn, exp: exp}, true
 	}
-	return nil, "", time.Time{}, false
+	return session{}, false
 }
 
 func (s *sessions) isRevoked(nonce string) bool {
@@ -135,7 +160,12 @@ func (s *sessions) isRevoked(nonce string) bool {
 	return ok
 }
 
-func (s *sessions) revoke(nonce string, exp time.Time) {
+// revoke ends the session of nonce on this instance. A session keeps its
+// nonce when renewed, so copies of its cookie may expire later than the
+// one signed out with; but none expires past now+SessionTTL (a copy
+// renewed just now) and none can be renewed once revoked: the nonce is
+// kept that long, and a little more for clock skew.
+func (s *sessions) revoke(nonce string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -144,7 +174,7 @@ func (s *sessions) revoke(nonce string, exp time.Time) {
 			delete(s.revoked, n)
 		}
 	}
-	s.revoked[nonce] = exp
+	s.revoked[nonce] = now.Add(SessionTTL + sessionSkew)
 }
 
 // csrfToken is the form token of a session.
@@ -163,12 +193,18 @@ func newNonce() string {
 	return hex.EncodeToString(b[:])
 }
 
-// setSessionCookie writes the session cookie for k.
-func (s *server) setSessionCookie(c *gin.Context, k *apiKey, nonce string) {
-	exp := s.now().Add(SessionTTL)
+// setSessionCookie writes the session cookie for k, of a session begun at
+// signedIn: valid SessionTTL from now, but not past SessionLifetime from
+// signedIn.
+func (s *server) setSessionCookie(c *gin.Context, k *apiKey, nonce string, signedIn time.Time) {
+	now := s.now()
+	exp := now.Add(SessionTTL)
+	if end := signedIn.Add(SessionLifetime); exp.After(end) {
+		exp = end
+	}
 	http.SetCookie(c.Writer, &http.Cookie{
-		Name: sessionCookie, Value: s.sess.cookieValue(k, nonce, exp), Path: "/ui",
-		Expires: exp, MaxAge: int(SessionTTL / time.Second),
+		Name: sessionCookie, Value: s.sess.cookieValue(k, nonce, signedIn, exp), Path: "/ui",
+		Expires: exp, MaxAge: int(exp.Sub(now) / time.Second),
 		HttpOnly: true, Secure: secureCookie(c.Request), SameSite: http.SameSiteStrictMode,
 	})
 }
@@ -220,7 +256,7 @@ func loopbackHost(host string) bool {
 // (the key as the password) or session cookie, and authorises it for
 // scope. A browser without credentials is sent to the sign-in form; other
 // clients get 401 with a Basic challenge. A session is renewed once half
-// of it has passed.
+// of it has passed, until SessionLifetime after sign-in.
 func (s *server) requireUI(scope string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		a := s.uiAuthenticate(c)
@@ -265,14 +301,14 @@ func (s *server) uiAuthenticate(c *gin.Context) *uiAuth {
 	if err != nil {
 		return nil
 	}
-	k, nonce, exp, ok := s.sess.parse(s.keys, ck.Value)
+	sess, ok := s.sess.parse(s.keys, ck.Value)
 	if !ok {
 		return nil
 	}
-	if exp.Sub(s.now()) < SessionTTL/2 {
-		s.setSessionCookie(c, k, nonce)
+	if sess.exp.Sub(s.now()) < SessionTTL/2 && sess.exp.Before(sess.signedIn.Add(SessionLifetime)) {
+		s.setSessionCookie(c, sess.key, sess.nonce, sess.signedIn)
 	}
-	return &uiAuth{key: k, sid: nonce, cookie: true}
+	return &uiAuth{key: sess.key, sid: sess.nonce, cookie: true}
 }
 
 // checkCSRF guards a state-changing review request: the form's csrf token
@@ -378,7 +414,9 @@ func (s *server) handleUILogin(c *gin.Context) {
 			Error: "That key may not read the audit trail (it needs the audit:read or admin scope)."})
 		return
 	}
-	s.setSessionCookie(c, k, newNonce())
+	// Whole seconds, as the cookie carries it: the lifetime is not cut
+	// short by the fraction a renewal would drop.
+	s.setSessionCookie(c, k, newNonce(), s.now().Truncate(time.Second))
 	loggerFrom(c).Info("review sign-in", "key", k.name)
 	c.Redirect(http.StatusSeeOther, next)
 }
@@ -395,8 +433,8 @@ func (s *server) handleUILogout(c *gin.Context) {
 		}
 	}
 	if ck, err := c.Request.Cookie(sessionCookie); err == nil {
-		if _, nonce, exp, ok := s.sess.parse(s.keys, ck.Value); ok {
-			s.sess.revoke(nonce, exp)
+		if sess, ok := s.sess.parse(s.keys, ck.Value); ok {
+			s.sess.revoke(sess.nonce)
 		}
 	}
 	clearSessionCookie(c)

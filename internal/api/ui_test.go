@@ -3,9 +3,11 @@ package api
 import (
 	"context"
 	"encoding/base64"
+	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -261,4 +263,126 @@ func TestUISessionCookieSecure(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fakeClock is a settable clock for Deps.Now.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
+}
+
+// sessionCall sends one review request with the session cookie v and
+// returns the status and the renewed cookie's value ("" when none).
+func sessionCall(h http.Handler, method, target, v string, form url.Values) (int, string) {
+	body, hdr := "", []string{"Accept", "text/html", "Cookie", sessionCookie + "=" + v}
+	if form != nil {
+		body = form.Encode()
+		hdr = append(hdr, "Content-Type", "application/x-www-form-urlencoded")
+	}
+	w := call(h, method, "http://localhost"+target, "", body, hdr...)
+	for _, ck := range w.Result().Cookies() {
+		if ck.Name == sessionCookie {
+			return w.Code, ck.Value
+		}
+	}
+	return w.Code, ""
+}
+
+func signInCookie(t *testing.T, h http.Handler) string {
+	t.Helper()
+	w := call(h, "POST", "http://localhost/ui/login", "", "key="+keyAudit,
+		"Content-Type", "application/x-www-form-urlencoded", "Accept", "text/html")
+	for _, ck := range w.Result().Cookies() {
+		if ck.Name == sessionCookie {
+			return ck.Value
+		}
+	}
+	t.Fatalf("sign-in = %d without a session cookie", w.Code)
+	return ""
+}
+
+// TestUISessionRevocationOutlivesRenewedCopies: a session keeps its nonce
+// when renewed, so a copy renewed before the sign-out expires after the
+// cookie signed out with; the revocation must outlive it.
+func TestUISessionRevocationOutlivesRenewedCopies(t *testing.T) {
+	clock := &fakeClock{t: t0}
+	h := newTestHandler(t, testConfig(), Deps{Now: clock.Now})
+	at := func(d time.Duration) { clock.Set(t0.Add(d)) }
+
+	victim := signInCookie(t, h)
+	// 20 minutes in, the thief's copy is renewed (to t0+50m); the
+	// victim, without a page view since, signs out a minute later with
+	// the cookie that expires at t0+30m.
+	at(20 * time.Minute)
+	code, stolen := sessionCall(h, "GET", "/ui/events", victim, nil)
+	if code != 200 || stolen == "" {
+		t.Fatalf("copy at t0+20m: %d, renewed %v; want 200 and a renewal", code, stolen != "")
+	}
+	at(21 * time.Minute)
+	if code := signOut(t, h, victim); code != 303 {
+		t.Fatalf("sign-out: %d", code)
+	}
+	for _, d := range []time.Duration{22 * time.Minute, 31 * time.Minute, 49 * time.Minute} {
+		at(d)
+		// Another session's sign-out prunes the revocations that ended.
+		signOut(t, h, signInCookie(t, h))
+		if code, _ := sessionCall(h, "GET", "/ui/events", stolen, nil); code != 303 {
+			t.Errorf("renewed copy at t0+%v, after the sign-out: %d; want 303 to sign in", d, code)
+		}
+	}
+}
+
+// TestUISessionLifetime: page views renew a session, but not past
+// SessionLifetime from sign-in.
+func TestUISessionLifetime(t *testing.T) {
+	clock := &fakeClock{t: t0}
+	h := newTestHandler(t, testConfig(), Deps{Now: clock.Now})
+	v := signInCookie(t, h)
+	end := t0.Add(SessionLifetime)
+	for d := 20 * time.Minute; ; d += 20 * time.Minute {
+		clock.Set(t0.Add(d))
+		code, renewed := sessionCall(h, "GET", "/ui/events", v, nil)
+		if !clock.Now().Before(end) {
+			if code != 303 {
+				t.Errorf("page view at sign-in + %v: %d; want 303 to sign in", d, code)
+			}
+			break
+		}
+		if code != 200 {
+			t.Fatalf("page view at sign-in + %v: %d; want 200", d, code)
+		}
+		if renewed != "" {
+			v = renewed
+		}
+	}
+	w := call(h, "GET", "http://localhost/ui/events", "", "", "Accept", "text/html", "Cookie", sessionCookie+"="+v)
+	if w.Code != 303 {
+		t.Errorf("the last cookie after the lifetime: %d; want 303", w.Code)
+	}
+}
+
+// signOut signs the session of cookie v out with the token of its page.
+func signOut(t *testing.T, h http.Handler, v string) int {
+	t.Helper()
+	page := call(h, "GET", "http://localhost/ui/events", "", "", "Accept", "text/html", "Cookie", sessionCookie+"="+v).Body.String()
+	const marker = `name="csrf" value="`
+	i := strings.Index(page, marker)
+	if i < 0 {
+		t.Fatalf("no CSRF token in the page")
+	}
+	rest := page[i+len(marker):]
+	code, _ := sessionCall(h, "POST", "/ui/logout", v, url.Values{"csrf": {rest[:strings.IndexByte(rest, '"')]}})
+	return code
 }
