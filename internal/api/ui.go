@@ -146,6 +146,19 @@ func (s *server) renderError(c *gin.Context, status int, heading, text string) {
 	s.renderPage(c, status, s.ui.message, heading, messageData{Heading: heading, Text: text, Back: "/ui/"})
 }
 
+// uiParams is singleParams for the review pages, whose messages are
+// stated as Guard's: an unknown parameter is not named (its name is the
+// link's text, anyone's to craft), in the message or as the field.
+func uiParams(c *gin.Context, names ...string) (map[string]*string, error) {
+	q, err := singleParams(c, names...)
+	if err != nil {
+		if f := classify(err).Field; f != "" && !slices.Contains(names, f) {
+			return nil, badRequest("", "the link has a query parameter this page does not take")
+		}
+	}
+	return q, err
+}
+
 // uiFail answers err on a review page: bad input and dependency failures
 // keep the API's status and message, as a page.
 func (s *server) uiFail(c *gin.Context, err error) {

@@ -32,7 +32,7 @@ type eventPage struct {
 // and the event looked for around it (eventIDWindows).
 func (s *server) handleUIEvent(c *gin.Context) {
 	id := c.Param("id")
-	q, err := singleParams(c, "at")
+	q, err := uiParams(c, "at")
 	if err != nil {
 		s.uiFail(c, err)
 		return
@@ -58,7 +58,14 @@ func (s *server) handleUIEvent(c *gin.Context) {
 		return
 	}
 	if !found {
-		s.renderError(c, http.StatusNotFound, "Not found", "No event "+id+" at "+at.UTC().Format(time.RFC3339Nano)+".")
+		// The id is the link's text: only one shaped as Guard issues them
+		// (a ULID) is repeated, so a crafted link cannot make the page say
+		// what it likes.
+		what := "No such event"
+		if _, err := ulidTime(id); err == nil {
+			what = "No event " + id
+		}
+		s.renderError(c, http.StatusNotFound, "Not found", what+" at "+at.UTC().Format(time.RFC3339Nano)+".")
 		return
 	}
 	p := eventPage{Event: e, Now: s.now().UTC()}

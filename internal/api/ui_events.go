@@ -71,7 +71,7 @@ func (s *server) handleUIEvents(c *gin.Context) {
 	now := s.now().UTC()
 	p := &eventsPage{Form: map[string]string{}, Errors: map[string]string{}, Now: now}
 	s.fillChoices(p)
-	q, err := singleParams(c, uiEventParams...)
+	q, err := uiParams(c, uiEventParams...)
 	if err != nil {
 		if !wantsHTML(c) {
 			writeError(c, err)
@@ -291,7 +291,7 @@ func ParseTime(v string, now time.Time) (time.Time, error) {
 // handleUIExport streams the events of the page's filter as CSV or NDJSON
 // for download.
 func (s *server) handleUIExport(c *gin.Context) {
-	q, err := singleParams(c, append(uiEventParams, "format")...)
+	q, err := uiParams(c, append(uiEventParams, "format")...)
 	if err != nil {
 		s.uiFail(c, err)
 		return

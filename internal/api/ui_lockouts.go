@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -71,7 +72,7 @@ func (s *server) newLockoutsPage() *uiLockoutsPage {
 // events.
 func (s *server) handleUILockouts(c *gin.Context) {
 	p := s.newLockoutsPage()
-	q, err := singleParams(c, append(lockoutParams, "done", "n")...)
+	q, err := uiParams(c, append(lockoutParams, "done", "n")...)
 	if err != nil {
 		p.Error = classify(err).Message
 		s.renderLockouts(c, http.StatusBadRequest, p)
@@ -83,8 +84,13 @@ func (s *server) handleUILockouts(c *gin.Context) {
 	switch p.Form["done"] {
 	case "unlocked":
 		p.Done = "Unlocked. The admin event is in the list below and on the Events page."
-		if n := p.Form["n"]; n != "" {
-			p.Done = "Unlocked " + n + " lockout(s). The admin events are in the list below and on the Events page."
+		if v := p.Form["n"]; v != "" {
+			// Only a count goes into the message: the link is anyone's to
+			// craft, and the page would state its text as Guard's.
+			p.Done = ""
+			if n, ok := unlockedCount(v); ok {
+				p.Done = "Unlocked " + strconv.Itoa(n) + " lockout(s). The admin events are in the list below and on the Events page."
+			}
 		}
 	case "locked":
 		p.Done = "Locked. The admin event is in the list below and on the Events page."
@@ -113,6 +119,10 @@ func (s *server) renderLockouts(c *gin.Context, status int, p *uiLockoutsPage) {
 		if e.Status != http.StatusBadRequest {
 			s.uiFail(c, dependency(err))
 			return
+		}
+		if e.Field == "ledger" {
+			// abuse quotes the unknown ledger: text from the link.
+			e = badRequest("ledger", "ledger is not a lockout ledger of the policy")
 		}
 		if e.Field != "" && e.Field != "cursor" {
 			p.Errors[e.Field] = e.Message
@@ -150,6 +160,16 @@ func (s *server) renderLockouts(c *gin.Context, status int, p *uiLockoutsPage) {
 		}
 	}
 	s.renderPage(c, status, s.ui.lockouts, "Lockouts", p)
+}
+
+// unlockedCount reads the n of a bulk unlock's redirect: a decimal count
+// up to maxBulkUnlock.
+func unlockedCount(v string) (int, bool) {
+	if v == "" || strings.Trim(v, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(v)
+	return n, err == nil && n <= maxBulkUnlock
 }
 
 // unlockable reports whether the entry names every identifier its

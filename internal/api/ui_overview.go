@@ -59,7 +59,7 @@ type overviewPage struct {
 // and reason (an SVG drawn here, no script), the most denied IPs, users and
 // devices, the active lockouts, the mode and the audit backlog.
 func (s *server) handleUIOverview(c *gin.Context) {
-	q, err := singleParams(c, "window")
+	q, err := uiParams(c, "window")
 	if err != nil {
 		s.uiFail(c, err)
 		return

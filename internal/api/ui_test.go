@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -385,4 +387,55 @@ func signOut(t *testing.T, h http.Handler, v string) int {
 	rest := page[i+len(marker):]
 	code, _ := sessionCall(h, "POST", "/ui/logout", v, url.Values{"csrf": {rest[:strings.IndexByte(rest, '"')]}})
 	return code
+}
+
+// TestUIMessagesEchoNoLinkText: a link is anyone's to craft, and the
+// pages state their messages as Guard's; so no message repeats free text
+// from the query or the path, only values of a fixed shape (a count, a
+// ULID).
+func TestUIMessagesEchoNoLinkText(t *testing.T) {
+	const text = "Call support at 555-0100"
+	q := url.QueryEscape(text)
+	guard := &fakeGuard{lockouts: func(_ context.Context, f abuse.LockoutFilter) (abuse.LockoutPage, error) {
+		if f.Ledger != "" {
+			return abuse.LockoutPage{}, &abuse.InputError{Field: "ledger", Message: fmt.Sprintf("unknown ledger %q", f.Ledger)}
+		}
+		return abuse.LockoutPage{}, nil
+	}}
+	h := newTestHandler(t, testConfig(), Deps{Guard: guard})
+	id := "01ARZ3NDEKTSV4RRFFQ69G5FAV"
+	tests := []struct {
+		name, target string
+		wantCode     int
+		want         string // in the page, when set
+	}{
+		{"unlocked count", "/ui/lockouts?done=unlocked&n=3", 200, "Unlocked 3 lockout(s)."},
+		{"unlocked count with text", "/ui/lockouts?done=unlocked&n=" + q, 200, ""},
+		{"unlocked count, negative", "/ui/lockouts?done=unlocked&n=-1", 200, ""},
+		{"missing event with a text id", "/ui/events/" + url.PathEscape(text) + "?at=2026-03-01T12:00:00Z", 404, "No such event at 2026-03-01T12:00:00Z."},
+		{"missing event with a ULID", "/ui/events/" + id + "?at=2026-03-01T12:00:00Z", 404, "No event " + id + " at 2026-03-01T12:00:00Z."},
+		{"unknown parameter on the lockouts page", "/ui/lockouts?" + q + "=1", 400, "query parameter this page does not take"},
+		{"unknown parameter on the events page", "/ui/events?" + q + "=1", 400, "query parameter this page does not take"},
+		{"unknown parameter on an event page", "/ui/events/" + id + "?" + q + "=1", 400, "query parameter this page does not take"},
+		{"unknown parameter on the overview", "/ui/?" + q + "=1", 400, "query parameter this page does not take"},
+		{"unknown ledger", "/ui/lockouts?ledger=" + q, 400, "ledger is not a lockout ledger of the policy"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := call(h, "GET", tt.target, keyAdmin, "", "Accept", "text/html")
+			body := w.Body.String()
+			if w.Code != tt.wantCode {
+				t.Errorf("status = %d; want %d", w.Code, tt.wantCode)
+			}
+			if strings.Contains(body, text) || strings.Contains(body, template.HTMLEscapeString(text)) {
+				t.Errorf("the page repeats the link's text:\n%s", body)
+			}
+			if tt.want != "" && !strings.Contains(body, tt.want) {
+				t.Errorf("the page lacks %q:\n%s", tt.want, body)
+			}
+			if tt.want == "" && strings.Contains(body, `id="done"`) {
+				t.Errorf("the page has a success message for a bad count:\n%s", body)
+			}
+		})
+	}
 }
