@@ -196,6 +196,7 @@ type server struct {
 	ui      *uiTemplates
 	exports exportLimits
 	sess    *sessions
+	signIns *signInLimiter
 	// exact is set when audit events hold keyed hashes (pseudonymize):
 	// review links then match identifiers as stored.
 	exact bool
@@ -265,6 +266,7 @@ func New(logger *slog.Logger, cfg Config, deps Deps) (http.Handler, error) {
 	}
 	s := &server{log: logger, keys: keys, fwd: fwd, deps: deps, now: deps.Now, ui: ui, exact: exact,
 		sess:    st.sess,
+		signIns: st.signIns,
 		observe: func(string, string, string, bool, time.Duration) {},
 		exports: st.exports}
 	if deps.Observer != nil {

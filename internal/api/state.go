@@ -4,10 +4,12 @@ import "time"
 
 // State is what the HTTP layer keeps across the handlers built for
 // successive configs (a reload, internal/reload): the review sessions that
-// were signed out, so a reload does not make their cookies valid again, and
-// the audit exports running, so a reload does not double their cap.
+// were signed out, so a reload does not make their cookies valid again, the
+// refused review sign-ins, so a reload does not reset their limit, and the
+// audit exports running, so a reload does not double their cap.
 type State struct {
 	sess    *sessions
+	signIns *signInLimiter
 	exports exportLimits
 }
 
@@ -18,5 +20,6 @@ func NewState(cfg Config, now func() time.Time) *State {
 	if now == nil {
 		now = time.Now
 	}
-	return &State{sess: newSessions(cfg.SessionSecret, now), exports: newExportLimits(cfg.Exports)}
+	return &State{sess: newSessions(cfg.SessionSecret, now), signIns: newSignInLimiter(now),
+		exports: newExportLimits(cfg.Exports)}
 }

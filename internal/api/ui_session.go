@@ -395,17 +395,30 @@ type loginData struct {
 
 // handleUILogin checks the key of the sign-in form and starts a session.
 // A wrong key, or one without audit:read, re-renders the form (401/403)
-// without saying which keys exist.
+// without saying which keys exist. A client address with signInFailures
+// refused sign-ins in the last signInWindow gets 429 with Retry-After,
+// without its key being checked.
 func (s *server) handleUILogin(c *gin.Context) {
 	next := safeNext(c.PostForm("next"))
 	if !sameOrigin(c) {
 		s.renderError(c, http.StatusForbidden, "Request refused", "The request came from another site.")
 		return
 	}
+	peer, client := s.signInAddrs(c)
+	who := signInClient(client)
+	if wait, blocked := s.signIns.blocked(who); blocked {
+		secs := int((wait + time.Second - 1) / time.Second)
+		loggerFrom(c).Warn("review sign-in refused", "reason", "too many refused sign-ins", "peer", peer, "client", client)
+		c.Header("Retry-After", strconv.Itoa(secs))
+		s.renderPage(c, http.StatusTooManyRequests, s.ui.login, "Sign in", loginData{Next: next,
+			Error: "Too many refused sign-ins from your address: try again in " + strconv.Itoa(secs) + " s."})
+		return
+	}
 	key := strings.TrimSpace(c.PostForm("key"))
 	k, ok := lookup(s.keys, key)
 	if key == "" || !ok {
-		loggerFrom(c).Info("review sign-in refused", "reason", "unknown key")
+		s.signIns.refused(who)
+		loggerFrom(c).Info("review sign-in refused", "reason", "unknown key", "peer", peer, "client", client)
 		s.renderPage(c, http.StatusUnauthorized, s.ui.login, "Sign in", loginData{Next: next, Error: "That key is not valid."})
 		return
 	}
@@ -419,6 +432,22 @@ func (s *server) handleUILogin(c *gin.Context) {
 	s.setSessionCookie(c, k, newNonce(), s.now().Truncate(time.Second))
 	loggerFrom(c).Info("review sign-in", "key", k.name)
 	c.Redirect(http.StatusSeeOther, next)
+}
+
+// signInAddrs are a sign-in's peer address and its client's: the
+// X-Forwarded-For client when the peer is a trusted proxy
+// (forward_auth.trusted_proxies, as forward-auth reads it), else the peer.
+func (s *server) signInAddrs(c *gin.Context) (peer, client string) {
+	peer = c.Request.RemoteAddr
+	if ap, err := netip.ParseAddrPort(peer); err == nil {
+		peer = ap.Addr().Unmap().WithZone("").String()
+	}
+	client, err := s.fwd.clientIP(c.Request)
+	if err != nil {
+		// A trusted proxy sent a bad header: count the proxy itself.
+		client = peer
+	}
+	return peer, client
 }
 
 // handleUILogout ends the session (CSRF-checked: signing someone out is a
