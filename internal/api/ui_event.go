@@ -120,7 +120,9 @@ func (s *server) relatedEvents(c *gin.Context, p *eventPage) {
 	default:
 		return
 	}
-	v := url.Values{p.SubjectField: {p.Subject}}
+	// The value as stored: a keyed hash with audit.pseudonymize, which the
+	// plain filter would hash again (storedParam).
+	v := url.Values{s.storedParam(p.SubjectField): {p.Subject}}
 	p.SubjectURL = "/ui/events?" + v.Encode()
 	page, err := s.deps.Audit.Query(c.Request.Context(), f)
 	if err != nil {

@@ -432,6 +432,24 @@ func TestUIPivotPseudonymized(t *testing.T) {
 	if resp, _ := do(t, c, "GET", s.srv.URL+"/ui/events?user=x&user_exact=y", nil, auth...); resp.StatusCode != 400 {
 		t.Errorf("user and user_exact: %d; want 400", resp.StatusCode)
 	}
+	// An event's page links to all events of its subject by the stored
+	// value too.
+	i := strings.Index(page, `href="/ui/events/`)
+	if i < 0 {
+		t.Fatal("no event link in the page")
+	}
+	href := page[i+len(`href="`):]
+	href = strings.ReplaceAll(href[:strings.IndexByte(href, '"')], "&amp;", "&")
+	_, event := do(t, c, "GET", s.srv.URL+href, nil, auth...)
+	j := strings.Index(event, `">All events of this user`)
+	if j < 0 {
+		t.Fatalf("event page %s has no link to the user's events", href)
+	}
+	k := strings.LastIndex(event[:j], `href="`)
+	all := strings.ReplaceAll(event[k+len(`href="`):j], "&amp;", "&")
+	if _, got := do(t, c, "GET", s.srv.URL+all, nil, auth...); strings.Count(got, `class="detail"`) != 2 {
+		t.Errorf("the event page's link to its user's events (%s) finds %d; want alice's 2", all, strings.Count(got, `class="detail"`))
+	}
 }
 
 // TestUIBulkUnlock: ticked lockouts, then every lockout matching the
