@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"text/tabwriter"
 	"time"
 
@@ -55,6 +56,9 @@ func runRedis(ctx context.Context, e *env, args []string) error {
 	if !cfg.Redis.Enabled() {
 		return errors.New("redis prune: no Redis configured: set GUARD_REDIS_URL, or redis_url, redis.cluster or redis.sentinel in the config file")
 	}
+	// go-redis's own messages (dial retries) at DEBUG, not on stderr: the
+	// command's error says what failed.
+	limits.UseLogger(slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	client, err := limits.NewRedisClient(cfg.Redis, *timeout)
 	if err != nil {
 		return fmt.Errorf("redis prune: %w", err)
@@ -64,7 +68,9 @@ func runRedis(ctx context.Context, e *env, args []string) error {
 	defer cancel()
 	found, err := limits.PruneFunctionLibraries(ctx, client, *dryRun)
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tLIBRARY\tSTATE")
+	if len(found) > 0 {
+		fmt.Fprintln(tw, "NODE\tLIBRARY\tSTATE")
+	}
 	for _, l := range found {
 		node := l.Node
 		if node == "" {

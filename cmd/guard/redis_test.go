@@ -70,3 +70,17 @@ func TestRedisPrune(t *testing.T) {
 		t.Errorf("prune of a Redis without Guard libraries printed:\n%s", out)
 	}
 }
+
+// Against a Redis that does not answer, prune fails with the reason, and
+// prints neither an empty table nor go-redis's own log lines.
+func TestRedisPruneUnreachable(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	env := envMap(map[string]string{"GUARD_REDIS_URL": "redis://127.0.0.1:1/0"})
+	err := run(context.Background(), []string{"guard", "redis", "prune", "--timeout", "1s"}, env, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("prune against a closed port = %v; want the connection's error", err)
+	}
+	if stdout.Len() != 0 || stderr.Len() != 0 {
+		t.Errorf("prune printed %q on stdout and %q on stderr; want only its error", stdout.String(), stderr.String())
+	}
+}

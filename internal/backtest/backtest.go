@@ -112,7 +112,7 @@ func New(cfg Config) (*Replayer, error) {
 	r.guard, err = abuse.New(nil, g, r.store, &r.last, nil)
 	if err != nil {
 		r.store.Close()
-		return nil, fmt.Errorf("backtest: candidate: %w", err)
+		return nil, fmt.Errorf("candidate: %w", err)
 	}
 	return r, nil
 }
@@ -169,9 +169,9 @@ func (r *Replayer) Add(ctx context.Context, e audit.Event) error {
 		t.skipped++
 		return nil
 	case err != nil:
-		return fmt.Errorf("backtest: replay %s %s: %w", e.Kind, e.ID, err)
+		return fmt.Errorf("replay %s %s: %w", e.Kind, e.ID, err)
 	case !r.last.set:
-		return fmt.Errorf("backtest: replay %s %s: the candidate recorded no event", e.Kind, e.ID)
+		return fmt.Errorf("replay %s %s: the candidate recorded no event", e.Kind, e.ID)
 	}
 	if e.Kind == audit.KindCheck && e.ID != "" {
 		r.checks.remember(e.ID, memo{id: r.last.e.DecisionID, denied: r.last.e.Decision != "allow",
