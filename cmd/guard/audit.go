@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"time"
 
@@ -21,8 +22,10 @@ Events come newest first.
   table   one page as aligned columns (default; --limit rows, then a hint
           with the --cursor of the next page)
   json    one page as the API's JSON ({"events": [...], "next_cursor": ...})
-  ndjson  every matching event, one JSON object per line (export; no limit)
-  csv     every matching event with a header row (export; no limit)
+  ndjson  every matching event, one JSON object per line (export; --limit
+          is refused)
+  csv     every matching event with a header row (export; --limit is
+          refused)
 
 --since and --until take RFC 3339 times (2026-01-02T15:04:05Z), dates
 (2026-01-02, UTC) or a duration back from now (90m, 24h, 7d).
@@ -88,6 +91,13 @@ func runAudit(ctx context.Context, e *env, args []string) error {
 	client := sdk.New(base, key, sdk.WithUserAgent("guard-cli"))
 	switch f.fmt {
 	case "ndjson", "csv":
+		limitSet := false
+		fs.Visit(func(fl *flag.Flag) { limitSet = limitSet || fl.Name == "limit" })
+		if limitSet {
+			// An export has every match: a --limit it ignored would
+			// look honoured.
+			return fmt.Errorf("audit: --limit applies to --format table and json; --format %s exports every matching event (narrow it with --since and --until)", f.fmt)
+		}
 		format := sdk.FormatNDJSON
 		if f.fmt == "csv" {
 			format = sdk.FormatCSV

@@ -73,6 +73,7 @@ func TestUsageErrors(t *testing.T) {
 		{"audit without key", []string{"audit"}, "no API key"},
 		{"audit bad format", []string{"audit", "--key", "k", "--format", "xml"}, "unknown --format"},
 		{"audit bad since", []string{"audit", "--key", "k", "--since", "yesterday"}, "--since"},
+		{"audit export with --limit", []string{"audit", "--key", "k", "--format", "csv", "--limit", "2"}, "--limit applies to --format table and json"},
 		{"audit since offset +24:00", []string{"audit", "--key", "k", "--since", "2026-12-04T00:00:00+24:00"}, "--since"},
 		{"audit until offset +00:60", []string{"audit", "--key", "k", "--until", "2026-12-04T00:00:00+00:60"}, "--until"},
 		{"serve bad --listen", []string{"serve", "--listen", "8080"}, "--listen"},
