@@ -79,7 +79,8 @@ ensure_redis() {
 	fi
 	if command -v redis-cli >/dev/null 2>&1 && redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null | grep -q PONG; then
 		log "Redis is running on 127.0.0.1:6379; reusing it"
-		return 0
+		redis_7_or_later
+		return
 	fi
 	if ! command -v redis-server >/dev/null 2>&1; then
 		apt_install redis-server
@@ -96,6 +97,22 @@ ensure_redis() {
 		return 1
 	fi
 	wait_for "Redis" sh -c 'redis-cli -h 127.0.0.1 -p 6379 ping | grep -q PONG'
+	redis_7_or_later
+}
+
+# redis_7_or_later fails, saying why, when the Redis on 127.0.0.1:6379 is
+# older than 7: Guard's limits are a Redis function library (FUNCTION,
+# FCALL), which every Redis test would otherwise fail on one by one.
+redis_7_or_later() {
+	local v
+	v=$(redis-cli -h 127.0.0.1 -p 6379 info server 2>/dev/null | tr -d '\r' | awk -F: '$1 == "redis_version" {print $2}')
+	case ${v%%.*} in
+	'' | *[!0-9]*) return 0 ;; # not told: the tests will say
+	esac
+	if [ "${v%%.*}" -lt 7 ]; then
+		log "the Redis on 127.0.0.1:6379 is $v; Guard needs Redis 7 or later (functions): upgrade it, or set GUARD_TEST_REDIS_URL to a Redis 7"
+		return 1
+	fi
 }
 
 pg_up() { pg_isready -h 127.0.0.1 -p 5432 -q; }
