@@ -101,7 +101,7 @@ func TestProblemsBoundValues(t *testing.T) {
 		{"a file of one huge scalar", big, "g.yaml:1: config must be a mapping, not " + head + "… (3145728 bytes)"},
 		{"a huge unknown key", strings.Repeat("k", 100) + ": 1\n", `g.yaml:1: config: unknown key "` + strings.Repeat("k", 64) + `"… (100 bytes) (known: `},
 		{"a huge CIDR", "lists:\n  deny: {cidrs: [" + strings.Repeat("1", 200) + "]}\n", `g.yaml:2: lists.deny.cidrs[0]: "` + strings.Repeat("1", 64) + `"… (200 bytes) is not an IP address or CIDR`},
-		{"a huge number", "actions:\n  login:\n    limits: [{dimension: ip, limit: " + strings.Repeat("9", 100) + ", window: 1m}]\n", `must be a whole number, not "` + strings.Repeat("9", 64) + `"… (100 bytes)`},
+		{"a huge number", "actions:\n  login:\n    limits: [{dimension: ip, limit: " + strings.Repeat("9", 100) + ", window: 1m}]\n", `limit: ` + strings.Repeat("9", 64) + `… (100 bytes) is too large`},
 		{"a huge listen address", "listen: " + strings.Repeat("h", 70) + "\n", `g.yaml:1: listen: "` + strings.Repeat("h", 64) + `"… (70 bytes) is not host:port`},
 	}
 	for _, tt := range tests {

@@ -457,7 +457,10 @@ func (d *decoder) scalar(n *yaml.Node, path string) (string, bool) {
 
 // integer decodes a whole number within the field's bounds.
 func (d *decoder) integer(n *yaml.Node, path string, b bounds, v reflect.Value) {
-	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
+	// YAML tags a run of digits too long for an int64 a float: still a
+	// whole number, out of range (below), not "not a whole number".
+	long := n.Kind == yaml.ScalarNode && n.ShortTag() == "!!float" && wholeDigits(n.Value)
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" && !long {
 		d.errorf(n, "%s must be a whole number, not %s", path, kindName(n))
 		return
 	}
@@ -476,11 +479,34 @@ func (d *decoder) integer(n *yaml.Node, path string, b bounds, v reflect.Value) 
 	if b.max != "" {
 		hi, _ = strconv.ParseInt(b.max, 10, 64)
 	}
+	if errors.Is(err, strconv.ErrRange) && b.min == "" && b.max == "" {
+		size := "large"
+		if strings.HasPrefix(n.Value, "-") {
+			size = "small"
+		}
+		d.errorf(n, "%s: %s is too %s", path, bare(n.Value), size)
+		return
+	}
 	if err != nil || x < lo || x > hi || int64(int(x)) != x {
 		d.errorf(n, "%s must be between %d and %d, not %s", path, lo, hi, bare(n.Value))
 		return
 	}
 	v.SetInt(x)
+}
+
+// wholeDigits reports whether s is a decimal whole number: digits (and
+// YAML's _ separators) after an optional sign.
+func wholeDigits(s string) bool {
+	s = strings.TrimLeft(s, "+-")
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if (r < '0' || r > '9') && r != '_' {
+			return false
+		}
+	}
+	return true
 }
 
 // duration decodes a Go duration ("1m", "24h") of at least the field's
