@@ -270,6 +270,7 @@ func TestParseConfigRejects(t *testing.T) {
 		{"limit huge", login + "      - {dimension: ip, limit: 99999999999, window: 1m}\n", 4, "limit must be between"},
 		{"bad window", login + "      - dimension: ip\n        limit: 5\n        window: 1 minute\n", 6, "is not a duration"},
 		{"window unitless", login + "      - {dimension: ip, limit: 5, window: 60}\n", 4, "is not a duration"},
+		{"window past 292 years", login + "      - {dimension: ip, limit: 5, window: 100000000h}\n", 4, `"100000000h" is too long a duration`},
 		{"window zero", login + "      - {dimension: ip, limit: 5, window: 0s}\n", 4, "window must be at least 1ms"},
 		{"window negative", login + "      - {dimension: ip, limit: 5, window: -1m}\n", 4, "window must be at least 1ms"},
 		{"window above the maximum", login + "      - {dimension: ip, limit: 5, window: 8784h1ms}\n", 4, "window must be at most 8784h (366 days)"},

@@ -535,9 +535,16 @@ func (d *decoder) duration(n *yaml.Node, path string, b bounds, v reflect.Value)
 // would write it ("1m", not "1m0s").
 type Duration time.Duration
 
+// durationSyntax is what time.ParseDuration reads, whatever its size.
+var durationSyntax = regexp.MustCompile(`^[-+]?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`)
+
 // ParseDuration reads a config duration: Go syntax, whole milliseconds.
 func ParseDuration(s string) (time.Duration, error) {
 	v, err := time.ParseDuration(s)
+	if err != nil && durationSyntax.MatchString(s) {
+		// Well formed, but past time.Duration's 292 years.
+		return 0, fmt.Errorf("%s is too long a duration", quote(s))
+	}
 	if s == "" || err != nil {
 		return 0, fmt.Errorf("%s is not a duration (Go syntax such as 500ms, 15m, 24h)", quote(s))
 	}
