@@ -5,7 +5,9 @@ import functools
 import http.client
 import io
 import json
+import os
 import random
+import select
 import socket
 import ssl
 import threading
@@ -26,6 +28,12 @@ DEFAULT_TIMEOUT = 0.3
 DEFAULT_ADMIN_TIMEOUT = 10.0
 DEFAULT_RETRIES = 2
 DEFAULT_MAX_PENDING_REPORTS = 1024
+#: Idle keep-alive connections kept per Client.
+DEFAULT_MAX_IDLE_CONNECTIONS = 8
+#: An idle connection older than this (seconds) is closed rather than reused:
+#: well under Guard's own idle timeout (2 min) and common proxies' (60 s), so
+#: a request seldom meets a connection the server is closing at that moment.
+DEFAULT_IDLE_TIMEOUT = 30.0
 
 _BACKOFF_BASE = 0.02
 _BACKOFF_MAX = 0.25
@@ -68,6 +76,8 @@ class _DeadlineReader(io.RawIOBase):
         # as http.client expects of a response's file.
         self._raw = sock.makefile("rb", buffering=0)
         self._deadline = deadline
+        #: Bytes received so far: 0 means the server sent nothing of an answer.
+        self.received = 0
 
     def readable(self) -> bool:
         return True
@@ -78,7 +88,10 @@ class _DeadlineReader(io.RawIOBase):
             if remaining <= 0:
                 raise socket.timeout("timed out")
             self._sock.settimeout(remaining)
-        return self._raw.readinto(b)
+        n = self._raw.readinto(b)
+        if n:
+            self.received += n
+        return n
 
     def close(self) -> None:
         self._raw.close()
@@ -91,7 +104,34 @@ class _DeadlineResponse(http.client.HTTPResponse):
     def __init__(self, sock: socket.socket, *args: Any, deadline: float, **kwargs: Any) -> None:
         super().__init__(sock, *args, **kwargs)
         self.fp.close()  # nothing read from it yet
-        self.fp = io.BufferedReader(_DeadlineReader(sock, deadline))
+        self.reader = _DeadlineReader(sock, deadline)
+        self.fp = io.BufferedReader(self.reader)
+
+
+def _idle_and_open(conn: http.client.HTTPConnection) -> bool:
+    """Whether an idle keep-alive connection can take a request: nothing to read on it.
+
+    An idle connection has nothing to read unless the server closed it (EOF or
+    a reset: idle timeout, restart) or sent something unasked; either way it
+    is not reused, and nothing was sent on it.
+    """
+    sock = conn.sock
+    if sock is None:
+        return False
+    try:
+        if isinstance(sock, ssl.SSLSocket) and sock.pending():
+            return False
+        fd = sock.fileno()
+        if fd < 0:
+            return False
+        if hasattr(select, "poll"):
+            p = select.poll()
+            p.register(fd, select.POLLIN | select.POLLPRI)
+            return not p.poll(0)
+        r, _, x = select.select([fd], [], [fd], 0)
+        return not r and not x
+    except (OSError, ValueError):
+        return False
 
 
 def _drop_none(d: Mapping[str, Any]) -> Dict[str, Any]:
@@ -121,6 +161,12 @@ class Client:
     count an attempt twice: GET calls after a network error or a 5xx; any
     call whose connection could not be made. check and report record
     attempts, so a timeout or a 5xx is not retried for them.
+
+    Connections are kept alive and reused: up to ``max_idle_connections``
+    (default 8) idle ones, each closed once idle for ``idle_timeout`` seconds
+    (default 30). A pooled connection the server has closed is noticed before
+    anything is sent on it; one that fails after the request went out is
+    retried once on a new connection only for GET calls.
     """
 
     def __init__(self, base_url: str, api_key: str, *, timeout: float = DEFAULT_TIMEOUT,
@@ -129,7 +175,9 @@ class Client:
                  on_async_error: Optional[Callable[[BaseException], None]] = None,
                  max_pending_reports: int = DEFAULT_MAX_PENDING_REPORTS,
                  user_agent: str = "guard-sdk-python",
-                 ssl_context: Optional[ssl.SSLContext] = None) -> None:
+                 ssl_context: Optional[ssl.SSLContext] = None,
+                 max_idle_connections: int = DEFAULT_MAX_IDLE_CONNECTIONS,
+                 idle_timeout: float = DEFAULT_IDLE_TIMEOUT) -> None:
         u = urlsplit(base_url.rstrip("/"))
         if u.scheme not in ("http", "https") or not u.hostname:
             raise ValueError(f"guard: invalid base URL {base_url!r}")
@@ -149,6 +197,12 @@ class Client:
         self._pending = 0
         self._lock = threading.Condition()
         self._pool: Optional[ThreadPoolExecutor] = None
+        # Idle keep-alive connections, newest last; each in use by one request at a time.
+        self._max_idle = max(0, max_idle_connections)
+        self._idle_timeout = idle_timeout
+        self._conns_lock = threading.Lock()
+        self._idle: List[Tuple[http.client.HTTPConnection, float]] = []
+        self._conns_pid = os.getpid()
 
     # --- decisions -------------------------------------------------------
 
@@ -223,12 +277,25 @@ class Client:
             return self._lock.wait_for(lambda: self._pending == 0, timeout)
 
     def close(self) -> None:
-        """Waits for background reports and stops their threads."""
+        """Waits for background reports, stops their threads and closes idle connections.
+
+        The client stays usable: a later call opens a new connection (and
+        report_in_background new threads).
+        """
         self.flush()
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True)
+        with self._conns_lock:
+            idle, self._idle = self._idle, []
+        for conn, _ in idle:
+            conn.close()
+
+    def __del__(self) -> None:
+        # A client dropped without close(): its idle sockets go with it, not to the GC's warnings.
+        for conn, _ in getattr(self, "_idle", ()):
+            conn.close()
 
     # --- admin -----------------------------------------------------------
 
@@ -297,7 +364,8 @@ class Client:
             raise ValueError(f"guard: unknown export format {fmt!r} (want 'ndjson' or 'csv')")
         filters.pop("limit", None)
         status, headers, body = self._once("GET", "/v1/audit", _audit_query(filters), None,
-                                           time.monotonic() + (timeout or 300.0), accept, per_read=True)
+                                           time.monotonic() + (timeout or 300.0), accept, per_read=True,
+                                           idempotent=True)
         if status // 100 != 2:
             raise self._error(status, headers, body)
         return body.decode("utf-8")
@@ -318,7 +386,8 @@ class Client:
         while True:
             retry = False
             try:
-                status, headers, raw = self._once(method, path, query, body, deadline, "application/json")
+                status, headers, raw = self._once(method, path, query, body, deadline, "application/json",
+                                                  idempotent=idempotent)
                 if status // 100 == 2:
                     try:
                         return json.loads(raw.decode("utf-8")), headers
@@ -339,20 +408,16 @@ class Client:
             attempt += 1
 
     def _once(self, method: str, path: str, query: Optional[Mapping[str, Any]], body: Any,
-              deadline: float, accept: str, per_read: bool = False) -> Tuple[int, Dict[str, str], bytes]:
+              deadline: float, accept: str, per_read: bool = False,
+              idempotent: bool = False) -> Tuple[int, Dict[str, str], bytes]:
         """One request, over by deadline; with per_read, deadline - now bounds the connection
-        and each read instead (an export streams for as long as it takes)."""
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise GuardUnavailableError(f"guard: {method} {path}: timed out")
-        timeout = None if remaining == float("inf") else remaining
-        conn: http.client.HTTPConnection
-        if self._https:
-            conn = http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=self._ssl)
-        else:
-            conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
-        if not per_read:
-            conn.response_class = functools.partial(_DeadlineResponse, deadline=deadline)  # type: ignore[assignment]
+        and each read instead (an export streams for as long as it takes).
+
+        It goes over an idle pooled connection when one is left open, else a new one. A
+        reused connection that breaks before any byte of the answer arrived (the server
+        closed it as the request went out) is retried once on a new connection, for an
+        idempotent call only: a POST may have been received, and is never sent twice.
+        """
         target = self._prefix + path + ("?" + urlencode(query) if query else "")
         headers = {"Accept": accept, "User-Agent": self._agent}
         if self._api_key:
@@ -361,22 +426,95 @@ class Client:
         if body is not None:
             payload = json.dumps(body).encode("utf-8")
             headers["Content-Type"] = "application/json"
-        try:
+        fresh = False
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise GuardUnavailableError(f"guard: {method} {path}: timed out")
+            timeout = None if remaining == float("inf") else remaining
+            conn = None if fresh else self._take()
+            reused = conn is not None
+            if conn is None:
+                conn = self._connect(method, path, timeout)
+            made: List[_DeadlineResponse] = []
+            read_deadline = float("inf") if per_read else deadline
+
+            def response(sock: socket.socket, *args: Any, **kwargs: Any) -> _DeadlineResponse:
+                r = _DeadlineResponse(sock, *args, deadline=read_deadline, **kwargs)
+                made.append(r)
+                return r
+
+            conn.response_class = response  # type: ignore[assignment]
             try:
-                conn.connect()
-            except (ConnectionRefusedError, socket.gaierror) as e:
-                raise _NotSent(GuardUnavailableError(f"guard: {method} {path}: {e}")) from e
-            except OSError as e:  # includes socket.timeout
-                raise GuardUnavailableError(f"guard: {method} {path}: {e}") from e
-            try:
+                if reused:
+                    assert conn.sock is not None
+                    conn.sock.settimeout(timeout)
                 conn.request(method, target, body=payload, headers=headers)
                 resp = conn.getresponse()
                 data = resp.read()
             except (OSError, http.client.HTTPException) as e:
+                conn.close()
+                nothing_back = not made or made[0].reader.received == 0
+                if reused and idempotent and nothing_back and isinstance(e, ConnectionError):
+                    fresh = True  # RemoteDisconnected, reset, broken pipe: the server closed it
+                    continue
                 raise GuardUnavailableError(f"guard: {method} {path}: {e or type(e).__name__}") from e
-            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, data
-        finally:
+            except BaseException:
+                conn.close()
+                raise
+            status, got = resp.status, {k.lower(): v for k, v in resp.getheaders()}
+            if resp.isclosed() and not resp.will_close and conn.sock is not None:
+                self._put(conn)  # the answer was read to its end
+            else:
+                conn.close()
+            return status, got, data
+
+    def _connect(self, method: str, path: str, timeout: Optional[float]) -> http.client.HTTPConnection:
+        conn: http.client.HTTPConnection
+        if self._https:
+            conn = http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=self._ssl)
+        else:
+            conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+        conn.auto_open = 0  # a connection is opened here only, where a failure is known to send nothing
+        try:
+            conn.connect()
+        except (ConnectionRefusedError, socket.gaierror) as e:
             conn.close()
+            raise _NotSent(GuardUnavailableError(f"guard: {method} {path}: {e}")) from e
+        except OSError as e:  # includes socket.timeout
+            conn.close()
+            raise GuardUnavailableError(f"guard: {method} {path}: {e}") from e
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _take(self) -> Optional[http.client.HTTPConnection]:
+        """The newest idle connection still open, or None; closes the stale ones it passes."""
+        stale: List[http.client.HTTPConnection] = []
+        found = None
+        now = time.monotonic()
+        with self._conns_lock:
+            if self._conns_pid != os.getpid():
+                # A forked child: the parent's connections are not this process's to use.
+                stale = [c for c, _ in self._idle]
+                self._idle, self._conns_pid = [], os.getpid()
+            while self._idle:
+                conn, since = self._idle.pop()
+                if now - since <= self._idle_timeout and _idle_and_open(conn):
+                    found = conn
+                    break
+                stale.append(conn)
+        for conn in stale:
+            conn.close()
+        return found
+
+    def _put(self, conn: http.client.HTTPConnection) -> None:
+        with self._conns_lock:
+            if self._conns_pid == os.getpid() and len(self._idle) < self._max_idle:
+                self._idle.append((conn, time.monotonic()))
+                return
+        conn.close()
 
     @staticmethod
     def _error(status: int, headers: Mapping[str, str], raw: bytes) -> GuardError:

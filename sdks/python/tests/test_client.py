@@ -9,7 +9,7 @@ import threading
 import time
 import unittest
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
+from typing import Callable, List, Optional
 
 from guard_sdk import (CheckResponse, Client, FailurePolicy, GuardError, ReportResponse, TooManyPendingReports,
                        is_unavailable, parse_retry_after)
@@ -19,28 +19,53 @@ ANSWER = (b'{"decision":"allow","reason":"ok","retry_after_ms":0,"decision_id":"
 
 
 class Server:
-    """An HTTP server on a free port whose behaviour is handle(handler, call number)."""
+    """An HTTP server on a free port whose behaviour is handle(handler, call number).
 
-    def __init__(self, handle: Callable[[BaseHTTPRequestHandler, int], None]) -> None:
+    HTTP/1.0 (a connection per request) unless http11: then connections are
+    kept alive, closed by the server after idle_timeout seconds without a
+    request when set. It counts the connections it accepted and closed.
+    """
+
+    def __init__(self, handle: Callable[[BaseHTTPRequestHandler, int], None], *, http11: bool = False,
+                 idle_timeout: Optional[float] = None) -> None:
         self.calls = 0
+        self.connections = 0
+        self.closed = 0
+        self.count_lock = threading.Lock()
         self.release = threading.Event()
         outer = self
 
         class H(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if http11 else "HTTP/1.0"
+            timeout = idle_timeout
+
             def log_message(self, *args: object) -> None:
                 pass
 
             def _any(self) -> None:
                 n = int(self.headers.get("Content-Length") or 0)
                 self.rfile.read(n)
-                outer.calls += 1
-                handle(self, outer.calls)
+                with outer.count_lock:
+                    outer.calls += 1
+                    call = outer.calls
+                handle(self, call)
 
             do_GET = do_POST = do_DELETE = _any
 
         class Quiet(ThreadingHTTPServer):
             def handle_error(self, request: object, client_address: object) -> None:
                 pass  # clients that gave up (timeouts) break pipes on purpose
+
+            def get_request(self):  # type: ignore[no-untyped-def]
+                got = super().get_request()
+                with outer.count_lock:
+                    outer.connections += 1
+                return got
+
+            def shutdown_request(self, request: object) -> None:
+                super().shutdown_request(request)  # type: ignore[arg-type]
+                with outer.count_lock:
+                    outer.closed += 1
 
         self.httpd = Quiet(("127.0.0.1", 0), H)
         self.httpd.daemon_threads = True
@@ -219,6 +244,175 @@ class Retries(unittest.TestCase):
             Client(srv.url, "k").ready()
         self.assertTrue(is_unavailable(cm.exception))
         self.assertEqual(srv.calls, 3)
+
+
+def wait_until(cond: Callable[[], bool], timeout: float = 5.0) -> bool:
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def answer(h: BaseHTTPRequestHandler, n: int) -> None:
+    reply(h, 200, ANSWER if h.path.startswith("/v1/check") else b'{"status":"ready"}')
+
+
+class Pooling(unittest.TestCase):
+    """Keep-alive connections, reused, and what happens when the server closes one."""
+
+    def test_sequential_checks_share_one_connection(self) -> None:
+        srv = Server(answer, http11=True)
+        self.addCleanup(srv.close)
+        c = Client(srv.url, "k", timeout=5)
+        self.addCleanup(c.close)
+        for _ in range(20):
+            self.assertTrue(c.check("login", user="a").allowed)
+        self.assertEqual((srv.calls, srv.connections), (20, 1))
+
+    def test_concurrent_calls_use_at_most_one_connection_each(self) -> None:
+        srv = Server(lambda h, n: (time.sleep(0.002), answer(h, n)), http11=True)
+        self.addCleanup(srv.close)
+        c = Client(srv.url, "k", timeout=5)
+        self.addCleanup(c.close)
+        start = threading.Barrier(8)
+        errors: List[BaseException] = []
+
+        def worker() -> None:
+            try:
+                start.wait()
+                for i in range(25):
+                    if i % 5 == 4:
+                        c.ready()
+                    else:
+                        self.assertTrue(c.check("login", user="a").allowed)
+            except BaseException as e:  # noqa: BLE001 - reported by the main thread
+                errors.append(e)
+
+        threads = [threading.Thread(target=worker) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        self.assertEqual(errors, [])
+        self.assertEqual(srv.calls, 200)
+        self.assertLessEqual(srv.connections, 8)
+        # And they stay open for the next calls: no new connection.
+        before = srv.connections
+        for _ in range(10):
+            c.check("login", user="a")
+        self.assertEqual(srv.connections, before)
+
+    def test_connection_the_server_closed_after_its_answer(self) -> None:
+        # HTTP/1.1 without "Connection: close": the client learns of the close
+        # only from the socket, and must not send the next check into it.
+        def handle(h: BaseHTTPRequestHandler, n: int) -> None:
+            answer(h, n)
+            h.close_connection = True
+
+        srv = Server(handle, http11=True)
+        self.addCleanup(srv.close)
+        c = Client(srv.url, "k", timeout=5, retries=0)
+        self.addCleanup(c.close)
+        for i in range(1, 4):
+            self.assertTrue(c.check("login", user="a").allowed)
+            self.assertTrue(wait_until(lambda: srv.closed == i))
+        self.assertEqual((srv.calls, srv.connections), (3, 3))
+
+    def test_connection_closed_after_an_idle_time(self) -> None:
+        srv = Server(answer, http11=True, idle_timeout=0.05)
+        self.addCleanup(srv.close)
+        c = Client(srv.url, "k", timeout=5, retries=0)
+        self.addCleanup(c.close)
+        self.assertTrue(c.check("login", user="a").allowed)
+        self.assertTrue(c.check("login", user="a").allowed)
+        self.assertEqual(srv.connections, 1)
+        self.assertTrue(wait_until(lambda: srv.closed == 1))
+        self.assertTrue(c.check("login", user="a").allowed)
+        c.report("login", "success", user="a")
+        self.assertEqual((srv.calls, srv.connections), (4, 2))
+
+    def test_idle_connections_older_than_idle_timeout_are_not_reused(self) -> None:
+        srv = Server(answer, http11=True)
+        self.addCleanup(srv.close)
+        c = Client(srv.url, "k", timeout=5, idle_timeout=0.05)
+        self.addCleanup(c.close)
+        c.check("login", user="a")
+        time.sleep(0.1)
+        c.check("login", user="a")
+        self.assertEqual(srv.connections, 2)
+        self.assertTrue(wait_until(lambda: srv.closed == 1), "the stale one is closed")
+
+    def test_no_pool(self) -> None:
+        srv = Server(answer, http11=True)
+        self.addCleanup(srv.close)
+        c = Client(srv.url, "k", timeout=5, max_idle_connections=0)
+        for _ in range(3):
+            c.check("login", user="a")
+        self.assertEqual(srv.connections, 3)
+        self.assertTrue(wait_until(lambda: srv.closed == 3))
+
+    def test_close_closes_idle_connections(self) -> None:
+        srv = Server(answer, http11=True)
+        self.addCleanup(srv.close)
+        c = Client(srv.url, "k", timeout=5)
+        c.check("login", user="a")
+        c.close()
+        self.assertTrue(wait_until(lambda: srv.closed == 1))
+        c.report_in_background("login", "success", user="a")  # still usable after close
+        self.assertTrue(c.flush(5))
+        c.check("login", user="a")
+        c.close()
+        self.assertEqual((srv.calls, srv.connections), (3, 2))
+
+    def test_reused_connection_that_breaks_after_the_request_went_out(self) -> None:
+        # The second request on each connection is read and dropped without an
+        # answer: what a server that closed the connection just as the request
+        # went out looks like. A GET is retried once on a new connection, even
+        # with retries=0; a check (POST) may have counted, and is not sent again.
+        def handle(h: BaseHTTPRequestHandler, n: int) -> None:
+            served = getattr(h, "served", 0) + 1
+            setattr(h, "served", served)
+            if served == 2:
+                h.connection.shutdown(socket.SHUT_RDWR)
+                h.close_connection = True
+                return
+            answer(h, n)
+
+        srv = Server(handle, http11=True)
+        self.addCleanup(srv.close)
+        c = Client(srv.url, "k", timeout=5, admin_timeout=5, retries=0)
+        self.addCleanup(c.close)
+        c.ready()
+        c.ready()
+        self.assertEqual((srv.calls, srv.connections), (3, 2))
+        with self.assertRaises(Exception) as cm:
+            c.check("login", user="a")
+        self.assertTrue(is_unavailable(cm.exception), cm.exception)
+        self.assertEqual((srv.calls, srv.connections), (4, 2), "sent once, never again")
+
+    def test_deadline_bounds_a_reused_connection(self) -> None:
+        def handle(h: BaseHTTPRequestHandler, n: int) -> None:
+            if n == 1:
+                return answer(h, n)
+            for ch in b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n":
+                if srv.release.wait(0.05):
+                    return
+                h.wfile.write(bytes([ch]))
+                h.wfile.flush()
+
+        srv = Server(handle, http11=True)
+        self.addCleanup(srv.close)
+        c = Client(srv.url, "k", timeout=0.3)
+        self.addCleanup(c.close)
+        c.check("login", user="a")
+        start = time.monotonic()
+        with self.assertRaises(Exception) as cm:
+            c.check("login", user="a")
+        self.assertTrue(is_unavailable(cm.exception), cm.exception)
+        self.assertLess(time.monotonic() - start, 1.0)
+        self.assertEqual(srv.connections, 1)
 
 
 class FailurePolicies(unittest.TestCase):
