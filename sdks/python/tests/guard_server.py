@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import unittest
 from typing import Callable, Optional, TypeVar
 
 KEY_CHECK, KEY_ADMIN, KEY_AUDIT = "k-check", "k-admin", "k-audit"
@@ -92,6 +93,24 @@ audit: {{flush_interval: 10ms}}
         if self.proc.stderr is not None:
             self.proc.stderr.close()
         shutil.rmtree(self.dir, True)
+
+
+class GuardTestCase(unittest.TestCase):
+    """A TestCase with its own real Guard (cls.guard), started once for the class.
+
+    A class sets CONFIG to start it with another config file's text.
+    """
+
+    CONFIG: Optional[str] = None
+    guard: "Guard"
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.guard = Guard(cls.CONFIG) if cls.CONFIG is not None else Guard()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.guard.stop()
 
 
 T = TypeVar("T")

@@ -9,18 +9,10 @@ import json
 import unittest
 
 from guard_sdk import CHALLENGE_MESSAGE, Client, Protector, Request
-from tests.guard_server import KEY_CHECK, TEST_TIMEOUT, Guard
+from tests.guard_server import KEY_CHECK, TEST_TIMEOUT, GuardTestCase
 
 
-class ChallengeAgainstGuard(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.guard = Guard()
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.guard.stop()
-
+class ChallengeAgainstGuard(GuardTestCase):
     def test_client_challenge_then_passed(self) -> None:
         c = Client(self.guard.url, KEY_CHECK, timeout=TEST_TIMEOUT)
         for _ in range(5):

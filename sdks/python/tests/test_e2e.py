@@ -6,18 +6,10 @@ import unittest
 from datetime import datetime, timedelta, timezone
 
 from guard_sdk import Client, GuardError
-from tests.guard_server import KEY_ADMIN, KEY_AUDIT, KEY_CHECK, TEST_TIMEOUT, Guard, eventually
+from tests.guard_server import KEY_ADMIN, KEY_AUDIT, KEY_CHECK, TEST_TIMEOUT, GuardTestCase, eventually
 
 
-class EndToEnd(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.guard = Guard()
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.guard.stop()
-
+class EndToEnd(GuardTestCase):
     def test_every_endpoint(self) -> None:
         url = self.guard.url
         checker, admin, auditor = Client(url, KEY_CHECK, timeout=TEST_TIMEOUT), Client(url, KEY_ADMIN, timeout=TEST_TIMEOUT), Client(url, KEY_AUDIT, timeout=TEST_TIMEOUT)
@@ -115,16 +107,8 @@ class EndToEnd(unittest.TestCase):
         self.assertEqual(len(nd.strip().split("\n")), 1)
 
 
-class AdminEndToEnd(unittest.TestCase):
+class AdminEndToEnd(GuardTestCase):
     """Admin calls that write audit events, on their own Guard so that EndToEnd counts only its own."""
-
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.guard = Guard()
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.guard.stop()
 
     def test_manual_lockouts(self) -> None:
         admin, checker = Client(self.guard.url, KEY_ADMIN, timeout=TEST_TIMEOUT), Client(self.guard.url, KEY_CHECK, timeout=TEST_TIMEOUT)

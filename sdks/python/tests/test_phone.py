@@ -3,7 +3,7 @@
 import unittest
 
 from guard_sdk import Client, GuardError
-from tests.guard_server import KEY_ADMIN, KEY_AUDIT, KEY_CHECK, TEST_TIMEOUT, Guard, eventually
+from tests.guard_server import KEY_ADMIN, KEY_AUDIT, KEY_CHECK, TEST_TIMEOUT, GuardTestCase, eventually
 
 # otp_verify locks a number after two failures; RU is denied.
 CONFIG = """phone: {default_region: GB}
@@ -22,14 +22,8 @@ actions:
 """
 
 
-class Phones(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.guard = Guard(CONFIG)
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.guard.stop()
+class Phones(GuardTestCase):
+    CONFIG = CONFIG
 
     def test_phone_rules_lockouts_and_audit(self) -> None:
         url = self.guard.url

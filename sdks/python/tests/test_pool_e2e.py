@@ -10,7 +10,7 @@ from typing import List
 from urllib.parse import urlsplit
 
 from guard_sdk import Client
-from tests.guard_server import KEY_CHECK, TEST_TIMEOUT, Guard
+from tests.guard_server import KEY_CHECK, TEST_TIMEOUT, GuardTestCase
 
 
 class Relay:
@@ -70,15 +70,7 @@ class Relay:
         self.break_all()
 
 
-class PoolEndToEnd(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.guard = Guard()
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.guard.stop()
-
+class PoolEndToEnd(GuardTestCase):
     def test_checks_reuse_one_connection_and_survive_a_broken_one(self) -> None:
         relay = Relay(self.guard.url)
         self.addCleanup(relay.close)

@@ -14,7 +14,7 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 from guard_sdk import (Client, FailurePolicy, IPExtractor, Protector, Request, asgi_request, denial_message,
                        wsgi_request)
 from guard_sdk._types import CheckResponse
-from tests.guard_server import KEY_CHECK, TEST_TIMEOUT, Guard
+from tests.guard_server import KEY_CHECK, TEST_TIMEOUT, GuardTestCase
 from tests.test_client import hanging
 
 
@@ -56,15 +56,7 @@ def post(url: str, form: Dict[str, str], headers: Dict[str, str] = {}) -> tuple:
         return e.code, e.headers, e.read()
 
 
-class ProtectorAgainstGuard(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.guard = Guard()
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.guard.stop()
-
+class ProtectorAgainstGuard(GuardTestCase):
     def test_wsgi_login(self) -> None:
         client = Client(self.guard.url, KEY_CHECK, timeout=TEST_TIMEOUT)
         self.addCleanup(client.close)
