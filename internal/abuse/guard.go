@@ -114,7 +114,7 @@ func New(logger *slog.Logger, cfg Config, store limits.Store, rec Recorder, look
 		cfg.TrustTTL = 0
 	}
 	if cfg.TrustTTL > MaxDuration {
-		return nil, fmt.Errorf("abuse: trust ttl %v above %s", cfg.TrustTTL, maxDurationText)
+		return nil, fmt.Errorf("abuse: trust ttl %v above %s", cfg.TrustTTL, MaxDurationText)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -22,8 +22,8 @@ const maxNameBytes = 64
 // stores' millisecond arithmetic takes without overflow.
 const MaxDuration = limits.MaxDuration
 
-// maxDurationText is MaxDuration as a config file writes it.
-var maxDurationText = fmt.Sprintf("%dh (%d days)", int64(MaxDuration/time.Hour), int64(MaxDuration/(24*time.Hour)))
+// MaxDurationText is MaxDuration as a config file writes it, for messages.
+var MaxDurationText = fmt.Sprintf("%dh (%d days)", int64(MaxDuration/time.Hour), int64(MaxDuration/(24*time.Hour)))
 
 // MaxRuleLimit bounds a rule's limit: a sliding-window log keeps one entry
 // per counted attempt, so a huge limit is a huge ZSET per key.
@@ -202,7 +202,7 @@ func validateAction(ps *problems, name string, a *Action) {
 	case l.Decay < 0 || l.Decay%time.Millisecond != 0:
 		fail("lockout", -1, "decay", "decay %v must be positive, in whole milliseconds", l.Decay)
 	case l.Decay > MaxDuration:
-		fail("lockout", -1, "decay", "decay must be at most %s, not %v", maxDurationText, l.Decay)
+		fail("lockout", -1, "decay", "decay must be at most %s, not %v", MaxDurationText, l.Decay)
 	case l.Decay == 0:
 		l.Decay = DefaultDecay
 	}
@@ -259,7 +259,7 @@ func checkDuration(d time.Duration) string {
 	case d%time.Millisecond != 0:
 		return fmt.Sprintf("must be whole milliseconds, not %v", d)
 	case d > MaxDuration:
-		return fmt.Sprintf("must be at most %s, not %v", maxDurationText, d)
+		return fmt.Sprintf("must be at most %s, not %v", MaxDurationText, d)
 	}
 	return ""
 }

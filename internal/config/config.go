@@ -340,8 +340,8 @@ func (d *decoder) fill(cfg *Config, f *file) {
 	} else if cfg.Guard.TrustTTL == 0 {
 		cfg.Guard.TrustTTL = -1
 	} else if cfg.Guard.TrustTTL > abuse.MaxDuration {
-		d.errorAt("trusted_devices.ttl", "trusted_devices.ttl must be at most %s (%d days), not %s",
-			Duration(abuse.MaxDuration), abuse.MaxDuration/(24*time.Hour), Duration(cfg.Guard.TrustTTL))
+		d.errorAt("trusted_devices.ttl", "trusted_devices.ttl must be at most %s, not %s",
+			abuse.MaxDurationText, Duration(cfg.Guard.TrustTTL))
 	}
 	cfg.Guard.KeyPrefix = abuse.DefaultKeyPrefix
 	if d.has("store.key_prefix") {
