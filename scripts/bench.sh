@@ -101,6 +101,10 @@ rcli() { redis-cli -p "$rport" "$@"; }
 fcall_usec() { rcli info commandstats | tr -d '\r' | awk -F'[=,:]' '/^cmdstat_fcall:/ {print $7}'; }
 fcall_calls() { rcli info commandstats | tr -d '\r' | awk -F'[=,:]' '/^cmdstat_fcall:/ {print $3}'; }
 redis_pid() { cat "$work/redis.pid"; }
+# redis_reads prints how many reads of its clients' sockets Redis has
+# served since the last CONFIG RESETSTAT: FCALL calls over it is how many
+# decisions shared each round trip.
+redis_reads() { rcli info stats | tr -d '\r' | awk -F: '$1 == "total_reads_processed" {print $2}'; }
 us_per() { awk -v t="$1" -v n="$2" -v hz="$tick" 'BEGIN { if (n > 0) printf "%.1f", t / hz * 1e6 / n; else print "n/a" }'; }
 
 log "private Redis on 127.0.0.1:$rport, Postgres on 127.0.0.1:$pgport (in $work)"
@@ -314,6 +318,7 @@ guard_phase() {
 	put guard_errors "$(awk '/Non-2xx|Socket errors/ {printf "%s; ", $0}' "$work/wrk.txt" | tr ' ' '_')"
 	put guard_usec "$(fcall_usec)"
 	put guard_calls "$(fcall_calls)"
+	put guard_batch "$(ratio "$(fcall_calls)" "$(redis_reads)")"
 	put guard_redis_cpu "$(us_per $((rr1 - rr0)) "$total")"
 	put guard_cpu "$(us_per $((g1 - g0)) "$total")"
 	put guard_degraded $(($(degraded) - deg0))
@@ -390,6 +395,7 @@ raw Redis
 Guard POST /v1/check over HTTP, audit on Postgres
   decisions/s                   $(v guard) ($(v guard_total) in ${secs}s$(e=$(v guard_errors); [ "$r" = median ] || [ "$e" = n/a ] || echo "; $e" | tr '_' ' '))
   answered from the fallback    $(v guard_degraded) (FCALL calls: $(v guard_calls))
+  decisions per Redis read      $(v guard_batch) (round trips shared by the batcher)
   latency p50 / p99             $(v guard_p50) / $(v guard_p99) ms
   Redis CPU per decision        $(v guard_usec) us (commandstats), $(v guard_redis_cpu) us (process)
   Guard CPU per decision        $(v guard_cpu) us
