@@ -132,7 +132,7 @@ func (a *app) buildRuntime(cfg *config.Config, prev *reload.Runtime) (*reload.Ru
 	if a.apiState == nil {
 		a.apiState = api.NewState(apiCfg, nil)
 	}
-	h, err := api.New(a.log, apiCfg, api.Deps{
+	deps := api.Deps{
 		State:           a.apiState,
 		Guard:           g,
 		Audit:           a.audit,
@@ -144,7 +144,13 @@ func (a *app) buildRuntime(cfg *config.Config, prev *reload.Runtime) (*reload.Ru
 		Metrics:         a.metrics.Handler(),
 		Observer:        a.metrics,
 		Stopping:        a.stopping,
-	})
+	}
+	if a.pg != nil {
+		// Sign-outs hold on every instance of the database, as the
+		// cookies they end do.
+		deps.Revocations = a.pg
+	}
+	h, err := api.New(a.log, apiCfg, deps)
 	if err != nil {
 		return nil, fmt.Errorf("build api: %w", err)
 	}

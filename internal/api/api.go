@@ -183,6 +183,18 @@ type Deps struct {
 	// configs (NewState; a reload passes the same one); default: a State
 	// of this handler's own.
 	State *State
+	// Revocations, when set, shares review page sign-outs with every
+	// instance on the same store (audit.PGStore, migration 000005): a
+	// sign-out is recorded there, and a session recorded there is refused.
+	// Without it a sign-out holds on this instance only.
+	Revocations SessionRevocations
+}
+
+// SessionRevocations records and reads review page sign-outs by the
+// SHA-256 of the session's nonce (audit.PGStore).
+type SessionRevocations interface {
+	RevokeSession(ctx context.Context, digest []byte, until time.Time) error
+	SessionRevoked(ctx context.Context, digest []byte) (bool, error)
 }
 
 // server holds what the handlers share.

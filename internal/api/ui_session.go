@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -16,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -27,8 +29,8 @@ import (
 // the sign-in time, after which it renews for SessionLifetime at most. The
 // cookie is HttpOnly, SameSite=Strict, Secure unless the request is plain
 // HTTP to a loopback host (secureCookie), and lives SessionTTL from the
-// last page view. Signing out clears it and
-// revokes it on this instance.
+// last page view. Signing out clears it and revokes it on this instance
+// and, with Deps.Revocations, on every instance of the database.
 const (
 	sessionCookie = "guard_session"
 	// SessionTTL is how long a review session lasts without a page view.
@@ -41,6 +43,9 @@ const (
 	// times tolerate, and how long a revocation outlives the longest a
 	// copy of the revoked cookie could still be valid.
 	sessionSkew = time.Minute
+	// revocationWait bounds a read or write of the shared sign-outs
+	// (Deps.Revocations): past it the instance goes by its own.
+	revocationWait = 2 * time.Second
 )
 
 // uiAuth is how a review request was authenticated.
@@ -71,6 +76,9 @@ type sessions struct {
 
 	mu      sync.Mutex
 	revoked map[string]time.Time // nonce -> when no copy of its cookie can be valid any more
+	// sharedWarned is when a failure of the shared sign-outs was last
+	// logged (unix ns): at most one warning a minute.
+	sharedWarned atomic.Int64
 }
 
 // session is what a valid cookie says.
@@ -174,7 +182,50 @@ func (s *sessions) revoke(nonce string) {
 			delete(s.revoked, n)
 		}
 	}
-	s.revoked[nonce] = now.Add(SessionTTL + sessionSkew)
+	s.revoked[nonce] = s.revokedUntil()
+}
+
+// revokedUntil is how long a sign-out must be remembered: past it no copy
+// of the session's cookie can be valid.
+func (s *sessions) revokedUntil() time.Time { return s.now().Add(SessionTTL + sessionSkew) }
+
+// nonceDigest names a session in the shared sign-outs.
+func nonceDigest(nonce string) []byte {
+	d := sha256.Sum256([]byte("guard review session\x00" + nonce))
+	return d[:]
+}
+
+// warnShared logs a failure of the shared sign-outs, once a minute at
+// most: while Postgres is down every page view would log it.
+func (s *sessions) warnShared(c *gin.Context, msg string, err error) {
+	now := time.Now().UnixNano()
+	last := s.sharedWarned.Load()
+	if now-last < int64(time.Minute) || !s.sharedWarned.CompareAndSwap(last, now) {
+		return
+	}
+	loggerFrom(c).Warn(msg, "err", err)
+}
+
+// sharedRevoked reports whether the session of nonce was signed out on
+// another instance (Deps.Revocations), and then remembers it here too. A
+// store that fails or does not answer within revocationWait leaves it to
+// this instance's own sign-outs: the pages need Postgres anyway, and
+// Bearer and Basic requests never depend on it.
+func (s *server) sharedRevoked(c *gin.Context, nonce string) bool {
+	if s.deps.Revocations == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), revocationWait)
+	defer cancel()
+	revoked, err := s.deps.Revocations.SessionRevoked(ctx, nonceDigest(nonce))
+	if err != nil {
+		s.sess.warnShared(c, "review sign-outs of other instances not read: only this instance's hold", err)
+		return false
+	}
+	if revoked {
+		s.sess.revoke(nonce)
+	}
+	return revoked
 }
 
 // csrfToken is the form token of a session.
@@ -302,7 +353,7 @@ func (s *server) uiAuthenticate(c *gin.Context) *uiAuth {
 		return nil
 	}
 	sess, ok := s.sess.parse(s.keys, ck.Value)
-	if !ok {
+	if !ok || s.sharedRevoked(c, sess.nonce) {
 		return nil
 	}
 	if sess.exp.Sub(s.now()) < SessionTTL/2 && sess.exp.Before(sess.signedIn.Add(SessionLifetime)) {
@@ -450,6 +501,20 @@ func (s *server) signInAddrs(c *gin.Context) (peer, client string) {
 	return peer, client
 }
 
+// shareRevocation records a sign-out for the other instances
+// (Deps.Revocations). When the store fails, the sign-out holds here only,
+// and the log says so.
+func (s *server) shareRevocation(c *gin.Context, nonce string) {
+	if s.deps.Revocations == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), revocationWait)
+	defer cancel()
+	if err := s.deps.Revocations.RevokeSession(ctx, nonceDigest(nonce), s.sess.revokedUntil()); err != nil {
+		loggerFrom(c).Warn("review sign-out not shared with the other instances: it holds on this one only", "err", err)
+	}
+}
+
 // handleUILogout ends the session (CSRF-checked: signing someone out is a
 // state change too).
 // Without a valid session there is nothing to end: the cookie is cleared
@@ -464,6 +529,7 @@ func (s *server) handleUILogout(c *gin.Context) {
 	if ck, err := c.Request.Cookie(sessionCookie); err == nil {
 		if sess, ok := s.sess.parse(s.keys, ck.Value); ok {
 			s.sess.revoke(sess.nonce)
+			s.shareRevocation(c, sess.nonce)
 		}
 	}
 	clearSessionCookie(c)

@@ -67,25 +67,35 @@ func TestMigrateUpDownUp(t *testing.T) {
 		textIndex = "CREATE INDEX audit_events_user_idx ON ONLY public.audit_events USING btree (user_id, at DESC, id DESC)"
 		hashIndex = "CREATE INDEX audit_events_user_idx ON ONLY public.audit_events USING btree (hashtextextended(user_id, (0)::bigint), at) WHERE (user_id IS NOT NULL)"
 	)
+	// The sign-outs table tells 000005 apart from 000004.
+	signOuts := func() bool {
+		var ok bool
+		if err := pool.QueryRow(ctx, `SELECT to_regclass('ui_session_revocations') IS NOT NULL`).Scan(&ok); err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
 	steps := []struct {
-		direction   string
-		wantVersion uint
-		wantTable   bool
-		wantPhone   bool
-		wantIndex   string
-		wantAction  string
-		wantBrin    bool
+		direction    string
+		wantVersion  uint
+		wantTable    bool
+		wantPhone    bool
+		wantIndex    string
+		wantAction   string
+		wantBrin     bool
+		wantSignOuts bool
 	}{
-		{MigrateVersion, 0, false, false, "", "", false},
-		{MigrateUp, 4, true, true, hashIndex, actionHash, false},
-		{MigrateUp, 4, true, true, hashIndex, actionHash, false}, // nothing to do is not an error
-		{MigrateDown, 3, true, true, hashIndex, actionAsc, true},
-		{MigrateDown, 2, true, true, textIndex, actionText, true},
-		{MigrateDown, 1, true, false, textIndex, actionText, true},
-		{MigrateDown, 0, false, false, "", "", false},
-		{MigrateDown, 0, false, false, "", "", false},
-		{MigrateUp, 4, true, true, hashIndex, actionHash, false},
-		{MigrateVersion, 4, true, true, hashIndex, actionHash, false},
+		{MigrateVersion, 0, false, false, "", "", false, false},
+		{MigrateUp, 5, true, true, hashIndex, actionHash, false, true},
+		{MigrateUp, 5, true, true, hashIndex, actionHash, false, true}, // nothing to do is not an error
+		{MigrateDown, 4, true, true, hashIndex, actionHash, false, false},
+		{MigrateDown, 3, true, true, hashIndex, actionAsc, true, false},
+		{MigrateDown, 2, true, true, textIndex, actionText, true, false},
+		{MigrateDown, 1, true, false, textIndex, actionText, true, false},
+		{MigrateDown, 0, false, false, "", "", false, false},
+		{MigrateDown, 0, false, false, "", "", false, false},
+		{MigrateUp, 5, true, true, hashIndex, actionHash, false, true},
+		{MigrateVersion, 5, true, true, hashIndex, actionHash, false, true},
 	}
 	for i, st := range steps {
 		v, dirty, err := Migrate(ctx, u, st.direction)
@@ -109,6 +119,9 @@ func TestMigrateUpDownUp(t *testing.T) {
 		}
 		if got := brinExists(); got != st.wantBrin {
 			t.Errorf("step %d %s: got BRIN %v, want %v", i, st.direction, got, st.wantBrin)
+		}
+		if got := signOuts(); got != st.wantSignOuts {
+			t.Errorf("step %d %s: got sign-outs table %v, want %v", i, st.direction, got, st.wantSignOuts)
 		}
 	}
 	// The schema works after the round trip.

@@ -1,0 +1,78 @@
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"testing"
+
+	"github.com/guardhq/guard/internal/audit"
+	"github.com/guardhq/guard/internal/testenv"
+)
+
+// TestUISignOutHoldsOnEveryInstance: instances of one database share the
+// session secret (it derives from key_secret), so each accepts a copy of
+// another's cookie; a sign-out on one must end the session on all of
+// them, at once (Deps.Revocations, audit.PGStore).
+func TestUISignOutHoldsOnEveryInstance(t *testing.T) {
+	ctx := context.Background()
+	dbURL := testenv.Database(t, "guard_api_signout_")
+	if _, _, err := audit.Migrate(ctx, dbURL, audit.MigrateUp); err != nil {
+		t.Fatal(err)
+	}
+	pg, err := audit.OpenPostgres(ctx, slog.New(slog.DiscardHandler), audit.PostgresConfig{URL: dbURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	cfg := testConfig()
+	cfg.SessionSecret = []byte("one fleet's session secret")
+	a := newTestHandler(t, cfg, Deps{Revocations: pg})
+	b := newTestHandler(t, cfg, Deps{Revocations: pg})
+	alone := newTestHandler(t, cfg, Deps{}) // an instance that does not share sign-outs
+
+	v := signInCookie(t, a)
+	for name, h := range map[string]http.Handler{"b": b, "alone": alone} {
+		if code, _ := sessionCall(h, "GET", "/ui/events", v, nil); code != 200 {
+			t.Fatalf("%s before the sign-out: %d; want 200", name, code)
+		}
+	}
+	if code := signOut(t, a, v); code != 303 {
+		t.Fatalf("sign-out on a: %d; want 303", code)
+	}
+	if code, _ := sessionCall(a, "GET", "/ui/events", v, nil); code != 303 {
+		t.Errorf("a after its sign-out: %d; want 303 to sign in", code)
+	}
+	if code, _ := sessionCall(b, "GET", "/ui/events", v, nil); code != 303 {
+		t.Errorf("b after a's sign-out: %d; want 303 to sign in", code)
+	}
+	// Without the shared store the copy still works: what the store is for.
+	if code, _ := sessionCall(alone, "GET", "/ui/events", v, nil); code != 200 {
+		t.Errorf("an instance without shared sign-outs: %d; want 200 (its own sign-outs only)", code)
+	}
+	// Another session is not touched.
+	w := signInCookie(t, b)
+	if code, _ := sessionCall(a, "GET", "/ui/events", w, nil); code != 200 {
+		t.Errorf("another session on a: %d; want 200", code)
+	}
+
+	// A store that fails leaves each instance its own sign-outs: the
+	// pages and the sign-out still answer.
+	broken, err := audit.OpenPostgres(ctx, slog.New(slog.DiscardHandler), audit.PostgresConfig{URL: dbURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken.Close()
+	c := newTestHandler(t, cfg, Deps{Revocations: broken})
+	d := newTestHandler(t, cfg, Deps{Revocations: broken})
+	x := signInCookie(t, c)
+	if code := signOut(t, c, x); code != 303 {
+		t.Fatalf("sign-out with the store down: %d; want 303", code)
+	}
+	if code, _ := sessionCall(c, "GET", "/ui/events", x, nil); code != 303 {
+		t.Errorf("c after its sign-out with the store down: %d; want 303", code)
+	}
+	if code, _ := sessionCall(d, "GET", "/ui/events", x, nil); code != 200 {
+		t.Errorf("d with the store down: %d; want 200 (it cannot know)", code)
+	}
+}
