@@ -6,6 +6,8 @@
 #
 # Redis and Postgres are reused or installed and started as scripts/test.sh
 # does; the `guard` database is created when missing and migrated at start.
+# GUARD_REDIS_URL and GUARD_DATABASE_URL name other servers instead: those
+# are used as they are (the database still migrated at start).
 # The config is scripts/dev.yaml (override with GUARD_CONFIG); the key
 # secret is generated once into tmp/dev-key-secret (override with
 # GUARD_KEY_SECRET) and the audit spool is tmp/spool (override with
@@ -19,14 +21,19 @@ GUARD_SCRIPT=serve.sh
 . ./scripts/lib.sh
 
 ensure_go
-ensure_redis
-ensure_postgres
-
-if [ "$(pg_psql "$PG_ADMIN_URL" -qAtc "SELECT 1 FROM pg_database WHERE datname = 'guard'")" != "1" ]; then
-	log "creating database guard"
-	pg_psql "$PG_ADMIN_URL" -qAtc "CREATE DATABASE guard" >/dev/null
+# A Redis or database named by GUARD_REDIS_URL or GUARD_DATABASE_URL is
+# used as it is: nothing local is installed, started or created for it.
+if [ -z "${GUARD_REDIS_URL:-}" ]; then
+	ensure_redis
 fi
-guard_db_url=$(printf '%s' "$PG_ADMIN_URL" | sed -E 's#/postgres(\?|$)#/guard\1#')
+if [ -z "${GUARD_DATABASE_URL:-}" ]; then
+	ensure_postgres
+	if [ "$(pg_psql "$PG_ADMIN_URL" -qAtc "SELECT 1 FROM pg_database WHERE datname = 'guard'")" != "1" ]; then
+		log "creating database guard"
+		pg_psql "$PG_ADMIN_URL" -qAtc "CREATE DATABASE guard" >/dev/null
+	fi
+	GUARD_DATABASE_URL=$(printf '%s' "$PG_ADMIN_URL" | sed -E 's#/postgres(\?|$)#/guard\1#')
+fi
 
 if [ -z "${GUARD_KEY_SECRET:-}" ]; then
 	mkdir -p tmp
@@ -39,7 +46,7 @@ fi
 
 export GUARD_CONFIG=${GUARD_CONFIG:-scripts/dev.yaml}
 export GUARD_REDIS_URL=${GUARD_REDIS_URL:-redis://127.0.0.1:6379/0}
-export GUARD_DATABASE_URL=${GUARD_DATABASE_URL:-$guard_db_url}
+export GUARD_DATABASE_URL
 # The spool of this checkout's Guard, so that two checkouts (or a Guard run
 # by hand with the default ~/.cache/guard/spool) never share one.
 export GUARD_SPOOL_DIR=${GUARD_SPOOL_DIR:-$GUARD_ROOT/tmp/spool}
