@@ -237,6 +237,44 @@ func confLogKeepsLongestWindow(t *testing.T, c *conf) {
 	}
 }
 
+// confLogKeepsLongestWindowLate is confLogKeepsLongestWindow with the
+// short-window add coming after the first entry has left the short window:
+// that add must count only its own window but still keep the older entry
+// for the longer window.
+func confLogKeepsLongestWindowLate(t *testing.T, c *conf) {
+	const short = 150 * time.Millisecond
+	key := c.key("log", "late")
+	long := Rule{Key: key, Limit: 10, Window: confWindow, Keep: confWindow}
+	brief := Rule{Key: key, Limit: 1, Window: short, Keep: confWindow}
+	c.check(t, c.a, CheckRequest{Rules: []Rule{long}})
+	c.advance(t, short+50*time.Millisecond)
+	if res := c.check(t, c.b, CheckRequest{Rules: []Rule{brief}}); !res.Allowed || res.Rules[0].Count != 1 {
+		t.Errorf("short window after the first entry left it: got allowed %v count %d, want allowed count 1",
+			res.Allowed, res.Rules[0].Count)
+	}
+	if res := c.check(t, c.a, CheckRequest{Rules: []Rule{long}, DryRun: true}); res.Rules[0].Count != 3 {
+		t.Errorf("long window after a late short-window add: got count %d, want 3", res.Rules[0].Count)
+	}
+
+	lock := c.key("lock", "late")
+	failures := func(w time.Duration) Escalation {
+		return Escalation{
+			Failures: []FailureRule{{Key: c.key("fail", "late"), Limit: 3, Window: w, Keep: confWindow, LockKey: lock}},
+			Ladder:   []time.Duration{time.Minute},
+			Decay:    time.Hour,
+		}
+	}
+	c.report(t, c.a, ReportRequest{Failure: true, Escalation: failures(confWindow)})
+	c.advance(t, short+50*time.Millisecond)
+	if rep := c.report(t, c.b, ReportRequest{Failure: true, Escalation: failures(short)}); len(rep.Struck) != 0 {
+		t.Errorf("second failure, the first outside the short window: got struck %+v, want none", rep.Struck)
+	}
+	rep := c.report(t, c.a, ReportRequest{Failure: true, Escalation: failures(confWindow), Locks: []LockRef{{Key: lock}}})
+	if len(rep.Struck) != 1 {
+		t.Errorf("third failure within the long window after a late short-window failure: got struck %+v, want one strike", rep.Struck)
+	}
+}
+
 func confShadow(t *testing.T, c *conf) {
 	w := confWindow.Milliseconds()
 	enforced := Rule{Key: c.key("log", "enforced"), Limit: 5, Window: confWindow}

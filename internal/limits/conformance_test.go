@@ -55,6 +55,7 @@ func runConformance(t *testing.T, h storeHarness) {
 		{"MultiRuleAllOrNothing", false, confMultiRule},
 		{"SharedLog", false, confSharedLog},
 		{"LogKeepsLongestWindow", false, confLogKeepsLongestWindow},
+		{"LogKeepsLongestWindowLate", false, confLogKeepsLongestWindowLate},
 		{"Shadow", false, confShadow},
 		{"DryRun", false, confDryRun},
 		{"WindowEdgeExact", true, confWindowEdgeExact},

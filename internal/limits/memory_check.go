@@ -59,10 +59,7 @@ func (s *MemoryStore) Check(ctx context.Context, req *CheckRequest) (CheckResult
 			continue
 		}
 		w := memMs(r.Window)
-		count := 0
-		if l := s.liveLog(r.Key, now, w); l != nil {
-			count = l.count
-		}
+		_, count := s.liveLog(r.Key, now, keepMs(r.Keep, r.Window)).span(now, w)
 		rr := &res.Rules[i]
 		rr.Allowed = count+req.Cost <= r.Limit || r.Passed
 		rr.Count = count
@@ -89,18 +86,19 @@ func (s *MemoryStore) Check(ctx context.Context, req *CheckRequest) (CheckResult
 		}
 		w := memMs(r.Window)
 		l := s.shard(r.Key).logs[r.Key]
+		from, count := l.span(now, w)
 		logs := record && rr.Allowed
 		switch {
 		case logs:
 			// Recorded, or as if recorded for a dry run.
 			rr.Count += req.Cost
 			oldest := now
-			if l != nil && l.count > 0 {
-				oldest = min(l.oldest(), now)
+			if count > 0 {
+				oldest = min(l.entries[from].ts, now)
 			}
 			rr.Reset = memDur(oldest + w - now)
-		case l != nil && l.count > 0:
-			rr.Reset = memDur(l.oldest() + w - now)
+		case count > 0:
+			rr.Reset = memDur(l.entries[from].ts + w - now)
 		}
 		rr.Remaining = max(r.Limit-rr.Count, 0)
 		if !rr.Allowed {
@@ -117,7 +115,7 @@ func (s *MemoryStore) Check(ctx context.Context, req *CheckRequest) (CheckResult
 				s.otherRecord(r, req.Cost, now)
 				continue
 			}
-			w := memMs(r.Window)
+			keep := keepMs(r.Keep, r.Window)
 			sh := s.shard(r.Key)
 			l := sh.logs[r.Key]
 			switch {
@@ -126,10 +124,10 @@ func (s *MemoryStore) Check(ctx context.Context, req *CheckRequest) (CheckResult
 				sh.logs[r.Key] = l
 			case memLoggedBefore(req.Rules[:i], res.Rules[:i], r.Key):
 				// Logged already; keep it for this rule's window too.
-				l.expires = max(l.expires, now+w)
+				l.expires = max(l.expires, now+keep)
 				continue
 			}
-			l.add(now, w, req.Cost)
+			l.add(now, keep, req.Cost)
 			if r.Passed {
 				l.keepNewest(max(r.Limit+req.Cost, PassedKeep))
 			}
@@ -159,15 +157,16 @@ func memLoggedBefore(rules []Rule, results []RuleResult, key string) bool {
 	return false
 }
 
-// liveLog returns key's log trimmed to window w at now, or nil when it holds
-// no entry (an empty log is dropped on the spot).
-func (s *MemoryStore) liveLog(key string, now, w int64) *memLog {
+// liveLog returns key's log trimmed to keep (ms, the longest window any
+// rule counts it with) at now, or nil when it holds no entry (an empty log
+// is dropped on the spot).
+func (s *MemoryStore) liveLog(key string, now, keep int64) *memLog {
 	sh := s.shard(key)
 	l := sh.logs[key]
 	if l == nil {
 		return nil
 	}
-	l.trim(now, w)
+	l.trim(now, keep)
 	if l.count == 0 {
 		delete(sh.logs, key)
 		return nil

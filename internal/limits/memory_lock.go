@@ -193,16 +193,16 @@ func (s *MemoryStore) recordFailure(esc *Escalation, now int64, rec *memRecord) 
 // failOne logs one failure in f's log and returns the entry's stamp, or
 // 0 and the strike when the log filled (a strike empties it).
 func (s *MemoryStore) failOne(esc *Escalation, f *FailureRule, now int64) (int64, *LockState) {
-	w := memMs(f.Window)
+	keep := keepMs(f.Keep, f.Window)
 	sh := s.shard(f.Key)
 	l := sh.logs[f.Key]
 	if l == nil {
 		l = &memLog{}
 		sh.logs[f.Key] = l
 	}
-	l.trim(now, w)
-	ts := l.add(now, w, 1)
-	if l.count < f.Limit {
+	l.trim(now, keep)
+	ts := l.add(now, keep, 1)
+	if _, count := l.span(now, memMs(f.Window)); count < f.Limit {
 		return ts, nil
 	}
 	delete(sh.logs, f.Key)

@@ -18,10 +18,12 @@ type memLog struct {
 	expires int64 // when the newest entry leaves the longest window seen
 }
 
-// trim drops the entries that no longer count at now for window w (ms):
-// those with ts <= now-w.
-func (l *memLog) trim(now, w int64) {
-	for l.head < len(l.entries) && l.entries[l.head].ts <= now-w {
+// trim drops the entries that no longer count at now for any window up
+// to keep (ms): those with ts <= now-keep. A log that rules with several
+// windows share (Rule.Keep) is trimmed to the longest of them; each rule
+// counts its own window with span.
+func (l *memLog) trim(now, keep int64) {
+	for l.head < len(l.entries) && l.entries[l.head].ts <= now-keep {
 		l.count -= l.entries[l.head].n
 		l.head++
 	}
@@ -31,10 +33,11 @@ func (l *memLog) trim(now, w int64) {
 	}
 }
 
-// add appends n entries stamped now and returns their stamp. A clock that
-// stepped back is clamped to the newest entry, which keeps the deque
-// sorted and only ever makes the log stricter.
-func (l *memLog) add(now, w int64, n int) int64 {
+// add appends n entries stamped now and returns their stamp; the log lives
+// for keep (ms) after it. A clock that stepped back is clamped to the
+// newest entry, which keeps the deque sorted and only ever makes the log
+// stricter.
+func (l *memLog) add(now, keep int64, n int) int64 {
 	last := len(l.entries) - 1
 	switch {
 	case last >= l.head && l.entries[last].ts >= now:
@@ -51,7 +54,7 @@ func (l *memLog) add(now, w int64, n int) int64 {
 		l.entries = append(l.entries, memEntry{ts: now, n: n})
 	}
 	l.count += n
-	l.expires = max(l.expires, now+w)
+	l.expires = max(l.expires, now+keep)
 	return now
 }
 
@@ -85,12 +88,24 @@ func (l *memLog) remove(ts int64) {
 	}
 }
 
-// oldest returns the ts of the oldest live entry; the log is not empty.
-func (l *memLog) oldest() int64 { return l.entries[l.head].ts }
+// span returns where window w (ms) at now starts in the live entries (the
+// first with ts > now-w) and how many entries lie in it. A nil log is empty.
+func (l *memLog) span(now, w int64) (from, count int) {
+	if l == nil {
+		return 0, 0
+	}
+	from, count = l.head, l.count
+	for from < len(l.entries) && l.entries[from].ts <= now-w {
+		count -= l.entries[from].n
+		from++
+	}
+	return from, count
+}
 
-// nth returns the ts of the k-th oldest live entry (from 1); k <= count.
-func (l *memLog) nth(k int) int64 {
-	for _, e := range l.entries[l.head:] {
+// nth returns the ts of the k-th oldest entry from index from (from 1);
+// k is at most the number of entries from there.
+func (l *memLog) nth(from, k int) int64 {
+	for _, e := range l.entries[from:] {
 		k -= e.n
 		if k <= 0 {
 			return e.ts
@@ -104,16 +119,13 @@ func (l *memLog) nth(k int) int64 {
 // it gets the time until the window is empty, at least 1ms. A nil log is
 // empty.
 func (l *memLog) retryAfter(now, w int64, limit, cost int) int64 {
-	count := 0
-	if l != nil {
-		count = l.count
-	}
+	from, count := l.span(now, w)
 	k := count + cost - limit
 	switch {
 	case k <= 0:
 		return 0
 	case k <= count:
-		return l.nth(k) + w - now
+		return l.nth(from, k) + w - now
 	case count > 0:
 		return l.entries[len(l.entries)-1].ts + w - now
 	default:

@@ -119,7 +119,7 @@ func (s *MemoryStore) settle(req *ReportRequest, now int64) *memRecord {
 		if !ok || ts == 0 {
 			continue
 		}
-		if l := s.liveLog(f.Key, now, memMs(f.Window)); l != nil {
+		if l := s.liveLog(f.Key, now, keepMs(f.Keep, f.Window)); l != nil {
 			l.remove(ts)
 			if l.count == 0 {
 				delete(s.shard(f.Key).logs, f.Key)
