@@ -57,9 +57,25 @@ func NormalizeUser(raw string) (string, error) {
 
 func foldOnce(s string) string {
 	s = norm.NFKC.String(s)
-	s = cases.Fold().String(s)
+	s = strings.Map(foldCherokee, cases.Fold().String(s))
 	s = norm.NFKC.String(s)
 	return strings.TrimSpace(s)
+}
+
+// foldCherokee corrects what cases.Fold makes of Cherokee
+// (golang/go#46101): CaseFolding.txt folds the small letters (U+AB70 to
+// U+ABBF, U+13F8 to U+13FD) to the capitals, which were encoded first and
+// fold to themselves, but cases.Fold maps each form to the other, so "Ꭰ"
+// and "ꭰ" were two users and neither a fixed point. Every other code
+// point folds as CaseFolding.txt says.
+func foldCherokee(r rune) rune {
+	switch {
+	case 0xAB70 <= r && r <= 0xABBF:
+		return r - 0xAB70 + 0x13A0
+	case 0x13F8 <= r && r <= 0x13FD:
+		return r - 8
+	}
+	return r
 }
 
 func lengthCheckedUser(s string) (string, error) {

@@ -27,6 +27,13 @@ func TestNormalizeUser(t *testing.T) {
 		{name: "final sigma folds", in: "ΟΔΟΣ", want: "οδοσ"},
 		{name: "composed and decomposed e acute", in: "Jose\u0301", want: "josé"},
 		{name: "kelvin sign", in: "\u212a", want: "k"},
+		// CaseFolding.txt folds Cherokee small letters to the capitals,
+		// which fold to themselves (the capitals were encoded first).
+		{name: "cherokee capital a", in: "\u13a0", want: "\u13a0"},
+		{name: "cherokee small a", in: "\uab70", want: "\u13a0"},
+		{name: "cherokee capital ye", in: "\u13f0", want: "\u13f0"},
+		{name: "cherokee small ye", in: "\u13f8", want: "\u13f0"},
+		{name: "cherokee word mixed case", in: "\u13a3\uab8f\uab7f", want: "\u13a3\u13bf\u13af"},
 		{name: "inner space kept", in: "Alice Smith", want: "alice smith"},
 		{name: "phone", in: " +44 7700 900123 ", want: "+44 7700 900123"},
 		{name: "empty", in: "", err: true},
