@@ -254,6 +254,9 @@ func singleParams(c *gin.Context, names ...string) (map[string]*string, error) {
 	}
 	query, err := url.ParseQuery(c.Request.URL.RawQuery)
 	if err != nil {
+		if name := misencodedParam(c.Request.URL.RawQuery); name != "" {
+			return nil, badRequest(name, name+" is not correctly percent-encoded")
+		}
 		return nil, badRequest("", "the query string is malformed")
 	}
 	out := make(map[string]*string, len(names))
@@ -271,6 +274,33 @@ func singleParams(c *gin.Context, names ...string) (map[string]*string, error) {
 		out[k] = &v
 	}
 	return out, nil
+}
+
+// misencodedParam names the parameter of the query string raw whose
+// value url.ParseQuery could not percent-decode, so that the error names
+// the one field at fault (contract "Errors"). It is "" when no single
+// parameter is to blame: a name that does not decode, more than one such
+// value, a semicolon (which may have been meant as a separator), or a
+// failure that is not a decoding one (too many parameters).
+func misencodedParam(raw string) string {
+	bad := ""
+	for pair := range strings.SplitSeq(raw, "&") {
+		if strings.Contains(pair, ";") {
+			return ""
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		name, err := url.QueryUnescape(k)
+		if err != nil || !storableText(name) {
+			return ""
+		}
+		if _, err := url.QueryUnescape(v); err != nil {
+			if name == "" || bad != "" && bad != name {
+				return ""
+			}
+			bad = name
+		}
+	}
+	return bad
 }
 
 // storableText reports whether s is text Postgres can store and search:

@@ -54,6 +54,7 @@ func TestLockoutsList(t *testing.T) {
 		{"bad dimension", "dimension=planet", "dimension"},
 		{"bad ip", "ip=1.2.3", "ip"},
 		{"unknown param", "since=x", "since"},
+		{"malformed percent-encoding", "ip=%zz", "ip"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w := call(h, "GET", "/v1/lockouts?"+tt.query, keyAdmin, "")
