@@ -34,7 +34,8 @@ func (s *server) handleAudit(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	if ct := exportType(c.GetHeader("Accept")); ct != "" {
+	// Several Accept lines are one comma-separated list (RFC 9110 5.3).
+	if ct := exportType(strings.Join(c.Request.Header.Values("Accept"), ",")); ct != "" {
 		s.streamAudit(c, f, ct)
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -250,6 +251,18 @@ func TestAuditExport(t *testing.T) {
 			if got := exportType(accept); got != want {
 				t.Errorf("exportType(%q) = %q, want %q", accept, got, want)
 			}
+		}
+	})
+	t.Run("accept over several field lines", func(t *testing.T) {
+		// RFC 9110 5.3: several Accept lines are one comma-separated list.
+		req := httptest.NewRequest("GET", "/v1/audit", nil)
+		req.Header.Set("Authorization", "Bearer "+keyAudit)
+		req.Header.Add("Accept", "application/json;q=0.5")
+		req.Header.Add("Accept", "text/csv")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if got := w.Header().Get("Content-Type"); w.Code != 200 || !strings.HasPrefix(got, audit.ContentTypeCSV) {
+			t.Errorf("status %d, Content-Type %q; want 200, %s", w.Code, got, audit.ContentTypeCSV)
 		}
 	})
 	t.Run("store failure before any byte is a 503 error body", func(t *testing.T) {
