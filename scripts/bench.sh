@@ -7,6 +7,8 @@
 #   BENCH_SECONDS=20 BENCH_CONNECTIONS=100 ./scripts/bench.sh
 #   BENCH_PPROF=/tmp/guard.pprof ./scripts/bench.sh   # and a CPU profile
 #                                                     # of Guard in run 1
+#   BENCH_GOMAXPROCS=1 ./scripts/bench.sh    # every Go server (Guard, the
+#                                            # bare server, envoy's) on 1 P
 #
 # It starts a private Redis (port BENCH_REDIS_PORT, default 6399) and a
 # private Postgres cluster (BENCH_PG_PORT, default 5499) in a temporary
@@ -50,6 +52,9 @@ pgbin=$(private_pg_bin)
 secs=${BENCH_SECONDS:-10}
 runs=${BENCH_RUNS:-1}
 conns=${BENCH_CONNECTIONS:-50}
+# GOMAXPROCS of the three Go servers alike ("": the runtime's default, one
+# P per core).
+procs=${BENCH_GOMAXPROCS:-}
 rport=${BENCH_REDIS_PORT:-6399}
 pgport=${BENCH_PG_PORT:-5499}
 gport=${BENCH_GUARD_PORT:-18089}
@@ -178,7 +183,7 @@ request = function()
 end
 EOF
 GUARD_REDIS_URL="redis://127.0.0.1:$rport/0" GUARD_DATABASE_URL=$db \
-	GUARD_PPROF_ADDR=${BENCH_PPROF:+127.0.0.1:$pprof_port} \
+	GUARD_PPROF_ADDR=${BENCH_PPROF:+127.0.0.1:$pprof_port} GOMAXPROCS=$procs \
 	"$work/guard" serve --config "$work/guard.yaml" --log-level warn >"$work/guard.log" 2>&1 &
 guard_pid=$!
 wait_for "Guard" curl -fs "http://127.0.0.1:$gport/readyz"
@@ -186,7 +191,7 @@ wait_for "Guard" curl -fs "http://127.0.0.1:$gport/readyz"
 wrk -t2 -c "$conns" -d2s -s "$work/check.lua" "http://127.0.0.1:$gport" >/dev/null
 
 go build -o "$work/rawhttp" ./scripts/rawhttp
-"$work/rawhttp" -listen 127.0.0.1:18093 >"$work/rawhttp.log" 2>&1 &
+GOMAXPROCS=$procs "$work/rawhttp" -listen 127.0.0.1:18093 >"$work/rawhttp.log" 2>&1 &
 raw_pid=$!
 wait_for "rawhttp" sh -c "curl -fs -X POST -d {} http://127.0.0.1:18093/v1/check >/dev/null"
 wrk -t2 -c "$conns" -d2s -s "$work/check.lua" "http://127.0.0.1:18093" >/dev/null
@@ -217,7 +222,7 @@ EOF
 	RUNTIME_ROOT="$work/envoy" RUNTIME_SUBDIRECTORY=. RUNTIME_WATCH_ROOT=false \
 		REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$rport" USE_STATSD=false LOG_LEVEL=error \
 		HOST=127.0.0.1 PORT=18090 GRPC_HOST=127.0.0.1 GRPC_PORT=18091 DEBUG_HOST=127.0.0.1 DEBUG_PORT=18092 \
-		"$ENVOY_RATELIMIT_BIN" >"$work/envoy.log" 2>&1 &
+		GOMAXPROCS=$procs "$ENVOY_RATELIMIT_BIN" >"$work/envoy.log" 2>&1 &
 	envoy_pid=$!
 	envoy_body='{"domain":"bench","descriptors":[{"entries":[{"key":"ip","value":"198.18.0.1"}]}]}'
 	if ! wait_for "envoy ratelimit" sh -c "curl -fs -d '$envoy_body' http://127.0.0.1:18090/json"; then
@@ -431,7 +436,7 @@ for run in $(seq "$runs"); do
 done
 
 echo
-echo "Guard bench ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, c=$conns, ${secs}s per phase, $runs run(s), $(redis-server --version | awk '{print $3}'))"
+echo "Guard bench ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, c=$conns, ${secs}s per phase, $runs run(s), GOMAXPROCS ${procs:-default}, $(redis-server --version | awk '{print $3}'))"
 for run in $(seq "$runs"); do
 	[ "$runs" = 1 ] || printf '\n--- run %s of %s\n' "$run" "$runs"
 	report "$run"
