@@ -1,0 +1,554 @@
+package api_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"github.com/guardhq/guard/internal/abuse"
+	"github.com/guardhq/guard/internal/api"
+	"github.com/guardhq/guard/internal/audit"
+	"github.com/guardhq/guard/internal/metrics"
+)
+
+// openAPIFile is docs/openapi.yaml, seen from this package.
+const openAPIFile = "../../docs/openapi.yaml"
+
+// openAPIBase is the document's server: requests go to it so that the
+// router matches them.
+const openAPIBase = "http://127.0.0.1:8080"
+
+// Keys of the OpenAPI stack, one per scope.
+const (
+	oasCheckKey = "k-check"
+	oasAuditKey = "k-audit"
+	oasAdminKey = "k-admin"
+)
+
+// oasChecker drives Guard's real handler and holds every request and
+// answer to docs/openapi.yaml.
+type oasChecker struct {
+	t      *testing.T
+	doc    *openapi3.T
+	router routers.Router
+	h      http.Handler
+	opts   *openapi3filter.Options
+	// seen holds the operations exercised ("POST /v1/check").
+	seen map[string]bool
+}
+
+// exchange is one request and the status Guard must answer it with.
+type exchange struct {
+	method, target string // target: path and query
+	key            string // API key; "" sends no Authorization
+	body           string
+	header         http.Header     // more request headers
+	ctx            context.Context // the request's context; nil: Background
+	status         int
+	// offDoc marks a request that breaks the document on purpose:
+	// ValidateRequest must refuse it (and Guard answers status).
+	offDoc bool
+}
+
+// answer is what Guard answered to a request the document routes.
+type answer struct {
+	w  *httptest.ResponseRecorder
+	in *openapi3filter.RequestValidationInput
+}
+
+func newOASChecker(t *testing.T) *oasChecker {
+	t.Helper()
+	ctx := context.Background()
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromFile(openAPIFile)
+	if err != nil {
+		t.Fatalf("load %s: %v", openAPIFile, err)
+	}
+	if err := doc.Validate(ctx); err != nil {
+		t.Fatalf("%s is not a valid OpenAPI document: %v", openAPIFile, err)
+	}
+	router, err := gorillamux.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &oasChecker{t: t, doc: doc, router: router, h: oasHandler(t), seen: map[string]bool{},
+		opts: &openapi3filter.Options{AuthenticationFunc: bearerPresent, IncludeResponseStatus: true}}
+}
+
+// oasHandler is Guard's real handler over the integration stack's
+// abuse.Guard and audit store (newStack), with the policy's actions
+// widened to challenges, distinct rules, counters and phones, and the
+// real metrics.
+func oasHandler(t *testing.T) http.Handler {
+	t.Helper()
+	st := newStack(t, func(c *abuse.Config) {
+		c.Policy.Actions["signup"] = abuse.Action{Limits: []abuse.Rule{
+			{Dimension: abuse.DimDevice, Limit: 1, Window: time.Minute, OnLimit: abuse.OnLimitChallenge},
+			{Dimension: abuse.DimIP, Limit: 3, Window: time.Minute},
+		}}
+		c.Policy.Actions["otp_send"] = abuse.Action{Limits: []abuse.Rule{
+			{Dimension: abuse.DimPhone, Limit: 5, Window: 10 * time.Minute},
+			{Dimension: abuse.DimPhoneCountry, Limit: 1000, Window: time.Hour, Algorithm: abuse.AlgCounter},
+			{Dimension: abuse.DimIP, Distinct: abuse.DimUser, Limit: 20, Window: time.Hour},
+		}}
+	})
+	m := metrics.New()
+	h, err := api.New(slog.New(slog.DiscardHandler), api.Config{
+		Keys: []api.Key{
+			{Name: "auth-service", Scopes: []string{api.ScopeCheck}, Key: oasCheckKey},
+			{Name: "secteam", Scopes: []string{api.ScopeAuditRead}, Key: oasAuditKey},
+			{Name: "ops", Scopes: []string{api.ScopeAdmin}, Key: oasAdminKey},
+		},
+		// httptest's peer, 192.0.2.1, is the proxy.
+		ForwardAuth: api.ForwardAuthConfig{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("192.0.2.1/32")}},
+	}, api.Deps{Guard: st.guard, Audit: st.store, Cursors: audit.NewCursorCodec([]byte("cursor-secret")),
+		Now: st.clock.Now, Metrics: m.Handler(), Observer: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Audit reads see every decision made before them.
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v1/audit") {
+			st.settle(t)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// bearerPresent is the document's security as a client sees it: a Bearer
+// token is sent. Whether Guard knows it is Guard's answer to check.
+func bearerPresent(_ context.Context, in *openapi3filter.AuthenticationInput) error {
+	scheme, token, _ := strings.Cut(in.RequestValidationInput.Request.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "bearer") || token == "" {
+		return errors.New("no Bearer token")
+	}
+	return nil
+}
+
+func (ex exchange) request() *http.Request {
+	var req *http.Request
+	if ex.body == "" {
+		req = httptest.NewRequest(ex.method, openAPIBase+ex.target, nil)
+	} else {
+		req = httptest.NewRequest(ex.method, openAPIBase+ex.target, strings.NewReader(ex.body))
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if ex.key != "" {
+		req.Header.Set("Authorization", "Bearer "+ex.key)
+	}
+	for k, vs := range ex.header {
+		req.Header[k] = vs
+	}
+	if ex.ctx != nil {
+		req = req.WithContext(ex.ctx)
+	}
+	return req
+}
+
+// do sends ex to Guard and holds the request and the answer to the
+// document. A request the document does not route (an unknown path, a
+// method a path does not take) must be answered 404 or 405 with the
+// error body.
+func (v *oasChecker) do(ex exchange) answer {
+	t := v.t
+	t.Helper()
+	name := ex.method + " " + ex.target
+	route, params, routeErr := v.router.FindRoute(ex.request())
+	w := httptest.NewRecorder()
+	v.h.ServeHTTP(w, ex.request())
+	if w.Code != ex.status {
+		t.Errorf("%s: status %d, want %d (%s)", name, w.Code, ex.status, w.Body)
+	}
+	if routeErr != nil {
+		if w.Code != http.StatusNotFound && w.Code != http.StatusMethodNotAllowed {
+			t.Errorf("%s: the document has no operation for it (%v), and Guard answers %d", name, routeErr, w.Code)
+		}
+		if err := v.visitSchema("Error", w.Body.Bytes()); err != nil {
+			t.Errorf("%s: error body %s: %v", name, w.Body, err)
+		}
+		if w.Header().Get("X-Request-Id") == "" {
+			t.Errorf("%s: no X-Request-Id", name)
+		}
+		return answer{w: w}
+	}
+	v.seen[route.Method+" "+route.Path] = true
+	in := &openapi3filter.RequestValidationInput{Request: ex.request(), PathParams: params, Route: route, Options: v.opts}
+	err := openapi3filter.ValidateRequest(context.Background(), in)
+	switch {
+	case ex.offDoc && err == nil:
+		t.Errorf("%s: the document accepts a request Guard answers %d to", name, w.Code)
+	case !ex.offDoc && err != nil:
+		t.Errorf("%s: the document refuses the request: %v", name, err)
+	}
+	if err := v.validateResponse(in, w.Code, w.Header(), w.Body.Bytes()); err != nil {
+		t.Errorf("%s: answer %d %s: %v", name, w.Code, w.Body, err)
+	}
+	return answer{w: w, in: in}
+}
+
+// validateResponse holds an answer to the document. NDJSON has no
+// decoder: its status and headers are validated as any answer's, and each
+// line against the schema of the media type (one event).
+func (v *oasChecker) validateResponse(in *openapi3filter.RequestValidationInput, status int, h http.Header, body []byte) error {
+	opts := *v.opts
+	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	ndjson := mt == audit.ContentTypeNDJSON
+	opts.ExcludeResponseBody = ndjson
+	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: status, Header: h, Options: &opts}
+	out.SetBodyBytes(body)
+	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
+		return err
+	}
+	if !ndjson {
+		return nil
+	}
+	media := in.Route.Operation.Responses.Status(status).Value.Content.Get(mt)
+	if media == nil {
+		return errors.New("the document has no " + mt + " answer")
+	}
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	for sc.Scan() {
+		var line any
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			return err
+		}
+		if err := media.Schema.Value.VisitJSON(line, openapi3.VisitAsResponse()); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}
+
+// visitSchema validates body against components.schemas[name].
+func (v *oasChecker) visitSchema(name string, body []byte) error {
+	var value any
+	if err := json.Unmarshal(body, &value); err != nil {
+		return err
+	}
+	return v.doc.Components.Schemas[name].Value.VisitJSON(value, openapi3.VisitAsResponse())
+}
+
+// decode reads a JSON answer.
+func decode[T any](t *testing.T, a answer) T {
+	t.Helper()
+	var out T
+	if err := json.Unmarshal(a.w.Body.Bytes(), &out); err != nil {
+		t.Fatalf("answer %s: %v", a.w.Body, err)
+	}
+	return out
+}
+
+// wantError checks an error answer's code and field.
+func wantError(t *testing.T, a answer, code, field string) {
+	t.Helper()
+	var body struct {
+		Error struct{ Code, Field string } `json:"error"`
+	}
+	if err := json.Unmarshal(a.w.Body.Bytes(), &body); err != nil {
+		t.Fatalf("error body %s: %v", a.w.Body, err)
+	}
+	if body.Error.Code != code || body.Error.Field != field {
+		t.Errorf("error %s: want code %q field %q", a.w.Body, code, field)
+	}
+}
+
+// The document is valid OpenAPI 3.0.3, and every request and answer of a
+// session covering every operation and the main answers matches it.
+func TestOpenAPI(t *testing.T) {
+	v := newOASChecker(t)
+	if v.doc.OpenAPI != "3.0.3" {
+		t.Errorf("openapi %q, want 3.0.3", v.doc.OpenAPI)
+	}
+	t.Run("operations", func(t *testing.T) { v.t = t; testOpenAPIOperations(v) })
+	t.Run("errors", func(t *testing.T) { v.t = t; testOpenAPIErrors(v) })
+	t.Run("drift", func(t *testing.T) { v.t = t; testOpenAPIDrift(v) })
+	t.Run("methods", func(t *testing.T) { v.t = t; testOpenAPIMethods(v) })
+
+	// Every operation of the document was exercised.
+	for path, item := range v.doc.Paths.Map() {
+		for method := range item.Operations() {
+			if !v.seen[method+" "+path] {
+				t.Errorf("%s %s: not exercised", method, path)
+			}
+		}
+	}
+}
+
+func testOpenAPIOperations(v *oasChecker) {
+	t := v.t
+	for _, target := range []string{"/healthz", "/readyz", "/metrics"} {
+		v.do(exchange{method: "GET", target: target, status: 200})
+	}
+	v.do(exchange{method: "GET", target: "/v1/policy", key: oasAdminKey, status: 200})
+
+	// Checks: three allowed from one address (RateLimit headers, no
+	// Retry-After), the fourth denied (Retry-After).
+	const login = `{"action":"login","user":"alice@example.com","ip":"203.0.113.7","device":"d-4f1c"`
+	for i := range 3 {
+		a := v.do(exchange{method: "POST", target: "/v1/check", key: oasCheckKey, body: login + `}`, status: 200})
+		h := a.w.Header()
+		if h.Get("RateLimit") == "" || h.Get("RateLimit-Policy") == "" || h.Get("Retry-After") != "" {
+			t.Errorf("allowed check %d: RateLimit %q, RateLimit-Policy %q, Retry-After %q", i, h.Get("RateLimit"), h.Get("RateLimit-Policy"), h.Get("Retry-After"))
+		}
+	}
+	a := v.do(exchange{method: "POST", target: "/v1/check", key: oasCheckKey, body: login + `,"cost":1}`, status: 200})
+	if got := decode[checkAnswer](t, a); got.Decision != "deny" || got.Reason != "rate_limited" || a.w.Header().Get("Retry-After") == "" {
+		t.Errorf("fourth check: %s, Retry-After %q; want deny rate_limited with Retry-After", a.w.Body, a.w.Header().Get("Retry-After"))
+	}
+	// Nulls stand for absent fields; a dry run; a denylisted user.
+	v.do(exchange{method: "POST", target: "/v1/check", key: oasCheckKey, status: 200,
+		body: `{"action":"login","user":"bob","ip":null,"device":null,"phone":null,"cost":null,"dry_run":true,"challenge_passed":null}`})
+	a = v.do(exchange{method: "POST", target: "/v1/check", key: oasCheckKey, body: `{"action":"login","user":"mallory"}`, status: 200})
+	if got := decode[checkAnswer](t, a); got.Reason != "denylisted" {
+		t.Errorf("denylisted check: %s", a.w.Body)
+	}
+	// A challenge, then the check with the challenge passed.
+	const signup = `{"action":"signup","ip":"198.51.100.9","device":"d-9"`
+	v.do(exchange{method: "POST", target: "/v1/check", key: oasCheckKey, body: signup + `}`, status: 200})
+	a = v.do(exchange{method: "POST", target: "/v1/check", key: oasCheckKey, body: signup + `}`, status: 200})
+	if got := decode[checkAnswer](t, a); got.Decision != "challenge" || a.w.Header().Get("Retry-After") != "" {
+		t.Errorf("second signup: %s, Retry-After %q; want a challenge without Retry-After", a.w.Body, a.w.Header().Get("Retry-After"))
+	}
+	v.do(exchange{method: "POST", target: "/v1/check", key: oasCheckKey, body: signup + `,"challenge_passed":true}`, status: 200})
+	// A phone, a counter and a distinct rule.
+	a = v.do(exchange{method: "POST", target: "/v1/check", key: oasCheckKey, status: 200,
+		body: `{"action":"otp_send","user":"carol","ip":"198.51.100.7","phone":"+447400123456"}`})
+	if got := decode[checkAnswer](t, a); len(got.Limits) != 3 {
+		t.Errorf("otp_send check: %s, want three limits", a.w.Body)
+	}
+
+	// Reports: the second failure strikes a user+ip lockout; the check
+	// then meets it.
+	id := decode[checkAnswer](t, v.do(exchange{method: "POST", target: "/v1/check", key: oasCheckKey, status: 200,
+		body: `{"action":"login","user":"alice@example.com","ip":"203.0.113.8"}`})).DecisionID
+	report := `{"action":"login","user":"alice@example.com","ip":"203.0.113.8","outcome":"failure"`
+	v.do(exchange{method: "POST", target: "/v1/report", key: oasCheckKey, body: report + `,"decision_id":"` + id + `"}`, status: 200})
+	a = v.do(exchange{method: "POST", target: "/v1/report", key: oasCheckKey, body: report + `,"decision_id":null}`, status: 200})
+	if !strings.Contains(a.w.Body.String(), `"dimension":"user+ip"`) {
+		t.Errorf("striking report: %s, want a user+ip lockout", a.w.Body)
+	}
+	a = v.do(exchange{method: "POST", target: "/v1/check", key: oasCheckKey, status: 200,
+		body: `{"action":"login","user":"alice@example.com","ip":"203.0.113.8"}`})
+	if got := decode[checkAnswer](t, a); got.Reason != "locked_out" || got.Lockout == nil || a.w.Header().Get("Retry-After") == "" {
+		t.Errorf("locked check: %s, Retry-After %q", a.w.Body, a.w.Header().Get("Retry-After"))
+	}
+
+	// Lockouts: a manual one (201), a listing in pages of one, a filter.
+	v.do(exchange{method: "POST", target: "/v1/lockouts", key: oasAdminKey, status: 201,
+		body: `{"dimension":"ip","ip":"203.0.113.9","duration_ms":3600000,"reason":"credential stuffing","ledger":"auth"}`})
+	v.do(exchange{method: "POST", target: "/v1/lockouts", key: oasAdminKey, status: 201,
+		body: `{"dimension":"device","device":"d-stolen","user":null,"duration_ms":60000,"reason":null,"ledger":null}`})
+	type listing struct {
+		Lockouts   []json.RawMessage `json:"lockouts"`
+		NextCursor *string           `json:"next_cursor"`
+	}
+	first := decode[listing](t, v.do(exchange{method: "GET", target: "/v1/lockouts?limit=1", key: oasAdminKey, status: 200}))
+	if len(first.Lockouts) != 1 || first.NextCursor == nil {
+		t.Fatalf("first page: %d lockouts, next_cursor %v; want 1 and a cursor", len(first.Lockouts), first.NextCursor)
+	}
+	n := len(first.Lockouts)
+	for next := first.NextCursor; next != nil && n < 10; n++ {
+		page := decode[listing](t, v.do(exchange{method: "GET", target: "/v1/lockouts?limit=1&cursor=" + url.QueryEscape(*next),
+			key: oasAdminKey, status: 200}))
+		if len(page.Lockouts) != 1 {
+			t.Errorf("page %d: %d lockouts, want 1", n+1, len(page.Lockouts))
+		}
+		next = page.NextCursor
+	}
+	if n != 3 { // the struck user+ip lockout and the two manual ones
+		t.Errorf("%d pages of lockouts, want 3", n)
+	}
+	v.do(exchange{method: "GET", target: "/v1/lockouts?user=Alice@Example.com&dimension=user%2Bip&ledger=auth", key: oasAdminKey, status: 200})
+
+	// Unlock: 200, then 404 (nothing is locked any more); a success.
+	unlock := `{"dimension":"user+ip","user":"alice@example.com","ip":"203.0.113.8","reason":"ticket 123"}`
+	v.do(exchange{method: "DELETE", target: "/v1/lockouts", key: oasAdminKey, body: unlock, status: 200})
+	wantError(t, v.do(exchange{method: "DELETE", target: "/v1/lockouts", key: oasAdminKey, status: 404,
+		body: `{"dimension":"user+ip","user":"alice@example.com","ip":"203.0.113.8","device":null,"ledger":null,"reason":null}`}), "not_found", "")
+	v.do(exchange{method: "POST", target: "/v1/report", key: oasCheckKey, status: 200,
+		body: `{"action":"login","user":"alice@example.com","ip":"203.0.113.8","device":"d-4f1c","outcome":"success"}`})
+
+	// Forward-auth: three allowed (204) from the client behind the
+	// proxy, the fourth denied (429 with Retry-After).
+	fwd := http.Header{"X-Forwarded-For": {"198.51.100.20"}, "X-Guard-User": {"dave"}}
+	for range 3 {
+		v.do(exchange{method: "GET", target: "/v1/forward-auth?action=login", key: oasCheckKey, header: fwd, status: 204})
+	}
+	a = v.do(exchange{method: "GET", target: "/v1/forward-auth?action=login", key: oasCheckKey, header: fwd, status: 429})
+	if a.w.Header().Get("Retry-After") == "" {
+		t.Error("forward-auth denial without Retry-After")
+	}
+
+	// The audit trail: pages with a cursor, filters, the exports.
+	type page struct {
+		Events     []json.RawMessage `json:"events"`
+		NextCursor *string           `json:"next_cursor"`
+	}
+	p := decode[page](t, v.do(exchange{method: "GET", target: "/v1/audit?limit=2", key: oasAuditKey, status: 200}))
+	if len(p.Events) != 2 || p.NextCursor == nil {
+		t.Fatalf("audit page: %d events, next_cursor %v; want 2 and a cursor", len(p.Events), p.NextCursor)
+	}
+	v.do(exchange{method: "GET", target: "/v1/audit?limit=2&cursor=" + url.QueryEscape(*p.NextCursor), key: oasAuditKey, status: 200})
+	v.do(exchange{method: "GET", target: "/v1/audit?kind=check&decision=deny&since=2026-03-01T00:00:00Z&until=2026-03-02T00:00:00Z",
+		key: oasAdminKey, status: 200})
+	v.do(exchange{method: "GET", target: "/v1/audit?kind=admin", key: oasAuditKey, status: 200})
+	v.do(exchange{method: "GET", target: "/v1/audit?kind=report&user=alice@example.com", key: oasAuditKey, status: 200})
+	a = v.do(exchange{method: "GET", target: "/v1/audit", key: oasAuditKey, header: http.Header{"Accept": {audit.ContentTypeNDJSON}}, status: 200})
+	if n := strings.Count(a.w.Body.String(), "\n"); n < 10 {
+		t.Errorf("NDJSON export: %d lines", n)
+	}
+	a = v.do(exchange{method: "GET", target: "/v1/audit", key: oasAuditKey, header: http.Header{"Accept": {audit.ContentTypeCSV}}, status: 200})
+	rows, err := csv.NewReader(a.w.Body).ReadAll()
+	if err != nil || len(rows) < 10 {
+		t.Fatalf("CSV export: %d rows, %v", len(rows), err)
+	}
+	// The header row is the event's fields, in the document's order.
+	if want := v.doc.Components.Schemas["AuditEvent"].Value.Required; !slices.Equal(rows[0], want) {
+		t.Errorf("CSV header %v, want the AuditEvent fields %v", rows[0], want)
+	}
+}
+
+func testOpenAPIErrors(v *oasChecker) {
+	t := v.t
+	check := func(body string, offDoc bool, code, field string) {
+		t.Helper()
+		a := v.do(exchange{method: "POST", target: "/v1/check", key: oasCheckKey, body: body, status: 400, offDoc: offDoc})
+		wantError(t, a, code, field)
+	}
+	// 400: what the document refuses too, and what only Guard can tell.
+	check(`{"action":"login","user":"a","cost":0}`, true, "invalid_request", "cost")
+	check(`{"action":"login","user":"a","usr":"b"}`, true, "invalid_request", "usr")
+	check(`{"action":"login","user":"a","cost":"2"}`, true, "invalid_request", "cost")
+	check(`{"action":"login","user":"a","cost":99}`, false, "invalid_request", "cost")
+	check(`{"action":"nope","user":"a"}`, false, "unknown_action", "action")
+	check(`{"action":"login","ip":"010.1.2.3"}`, false, "invalid_request", "ip")
+	check(`{"action":"login"}`, false, "invalid_request", "")
+	wantError(t, v.do(exchange{method: "POST", target: "/v1/report", key: oasCheckKey, status: 400, offDoc: true,
+		body: `{"action":"login","user":"a","outcome":"failure","decision_id":"has space"}`}), "invalid_request", "decision_id")
+	wantError(t, v.do(exchange{method: "POST", target: "/v1/report", key: oasCheckKey, status: 400, offDoc: true,
+		body: `{"action":"login","user":"a","outcome":"maybe"}`}), "invalid_request", "outcome")
+	wantError(t, v.do(exchange{method: "POST", target: "/v1/lockouts", key: oasAdminKey, status: 400, offDoc: true,
+		body: `{"dimension":"ip","ip":"203.0.113.9","duration_ms":500}`}), "invalid_request", "duration_ms")
+	wantError(t, v.do(exchange{method: "POST", target: "/v1/lockouts", key: oasAdminKey, status: 400,
+		body: `{"dimension":"user","duration_ms":60000}`}), "invalid_request", "user")
+	wantError(t, v.do(exchange{method: "DELETE", target: "/v1/lockouts", key: oasAdminKey, status: 400, offDoc: true,
+		body: `{"ip":"203.0.113.9"}`}), "invalid_request", "dimension")
+	wantError(t, v.do(exchange{method: "GET", target: "/v1/lockouts?limit=0", key: oasAdminKey, status: 400, offDoc: true}), "invalid_request", "limit")
+	wantError(t, v.do(exchange{method: "GET", target: "/v1/lockouts?colour=red", key: oasAdminKey, status: 400}), "invalid_request", "colour")
+	wantError(t, v.do(exchange{method: "GET", target: "/v1/audit?kind=bogus", key: oasAuditKey, status: 400, offDoc: true}), "invalid_request", "kind")
+	wantError(t, v.do(exchange{method: "GET", target: "/v1/audit?cursor=forged", key: oasAuditKey, status: 400}), "invalid_request", "cursor")
+	wantError(t, v.do(exchange{method: "GET", target: "/v1/forward-auth", key: oasCheckKey, status: 400, offDoc: true}), "invalid_request", "action")
+
+	// 401 without a key (off the document) and with an unknown one; 403.
+	wantError(t, v.do(exchange{method: "POST", target: "/v1/check", body: `{"action":"login","user":"a"}`, status: 401, offDoc: true}), "unauthenticated", "")
+	wantError(t, v.do(exchange{method: "GET", target: "/v1/lockouts", key: "k-nobody", status: 401}), "unauthenticated", "")
+	wantError(t, v.do(exchange{method: "GET", target: "/v1/policy", key: oasCheckKey, status: 403}), "forbidden", "")
+	wantError(t, v.do(exchange{method: "GET", target: "/v1/audit", key: oasCheckKey, status: 403}), "forbidden", "")
+	wantError(t, v.do(exchange{method: "GET", target: "/v1/forward-auth?action=login", key: oasAuditKey, status: 403}), "forbidden", "")
+
+	// 404 and 405 have no operation: their bodies are the Error schema.
+	wantError(t, v.do(exchange{method: "GET", target: "/v1/nope", key: oasAdminKey, status: 404}), "not_found", "")
+	wantError(t, v.do(exchange{method: "PUT", target: "/v1/check", key: oasCheckKey, status: 405}), "method_not_allowed", "")
+
+	// 413: a body the document takes (white space), over 8 KiB.
+	big := `{"action":"login","user":"a"` + strings.Repeat(" ", api.MaxBodyBytes) + `}`
+	wantError(t, v.do(exchange{method: "POST", target: "/v1/check", key: oasCheckKey, body: big, status: 413}), "too_large", "")
+	// 415: a Content-Type the document does not take.
+	wantError(t, v.do(exchange{method: "POST", target: "/v1/report", key: oasCheckKey, status: 415, offDoc: true,
+		header: http.Header{"Content-Type": {"text/plain"}}, body: `{"action":"login","user":"a","outcome":"failure"}`}), "unsupported_media_type", "")
+
+	// 503: an export whose request is gone before the store answers.
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	wantError(t, v.do(exchange{method: "GET", target: "/v1/audit", key: oasAuditKey, ctx: gone, status: 503,
+		header: http.Header{"Accept": {audit.ContentTypeNDJSON}}}), "unavailable", "")
+}
+
+// testOpenAPIDrift checks that the validation above would fail on drift:
+// real answers, altered, are refused.
+func testOpenAPIDrift(v *oasChecker) {
+	t := v.t
+	a := v.do(exchange{method: "POST", target: "/v1/check", key: oasCheckKey, body: `{"action":"login","user":"erin"}`, status: 200})
+	var body map[string]any
+	if err := json.Unmarshal(a.w.Body.Bytes(), &body); err != nil {
+		t.Fatal(err)
+	}
+	alter := func(f func(m map[string]any)) []byte {
+		m := make(map[string]any, len(body))
+		for k, v := range body {
+			m[k] = v
+		}
+		f(m)
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name   string
+		header http.Header
+		body   []byte
+	}{
+		{"an extra field", a.w.Header(), alter(func(m map[string]any) { m["score"] = 0.5 })},
+		{"no decision_id", a.w.Header(), alter(func(m map[string]any) { delete(m, "decision_id") })},
+		{"an unknown decision", a.w.Header(), alter(func(m map[string]any) { m["decision"] = "maybe" })},
+		{"lockout not an object", a.w.Header(), alter(func(m map[string]any) { m["lockout"] = "none" })},
+		{"no X-Request-Id", func() http.Header { h := a.w.Header().Clone(); h.Del("X-Request-Id"); return h }(), a.w.Body.Bytes()},
+	} {
+		if err := v.validateResponse(a.in, a.w.Code, tc.header, tc.body); err == nil {
+			t.Errorf("a check answer with %s passes the document", tc.name)
+		}
+	}
+	if err := v.validateResponse(a.in, http.StatusTeapot, a.w.Header(), a.w.Body.Bytes()); err == nil {
+		t.Error("an undocumented status passes the document")
+	}
+}
+
+// testOpenAPIMethods checks that the document lists every method of each
+// path Guard serves: a 405's Allow names them (with HEAD for GET).
+// forward-auth takes any method and has no 405.
+func testOpenAPIMethods(v *oasChecker) {
+	t := v.t
+	for path, item := range v.doc.Paths.Map() {
+		if path == "/v1/forward-auth" {
+			continue
+		}
+		var want []string
+		for method := range item.Operations() {
+			want = append(want, method)
+			if method == http.MethodGet {
+				want = append(want, http.MethodHead)
+			}
+		}
+		a := v.do(exchange{method: "PATCH", target: path, key: oasAdminKey, status: 405})
+		var got []string
+		for m := range strings.SplitSeq(a.w.Header().Get("Allow"), ",") {
+			got = append(got, strings.TrimSpace(m))
+		}
+		sort.Strings(got)
+		sort.Strings(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: Allow %v, the document %v", path, got, want)
+		}
+	}
+}
