@@ -357,6 +357,11 @@ func testOpenAPIOperations(v *oasChecker) {
 		body: `{"dimension":"ip","ip":"203.0.113.9","duration_ms":3600000,"reason":"credential stuffing","ledger":"auth"}`})
 	v.do(exchange{method: "POST", target: "/v1/lockouts", key: oasAdminKey, status: 201,
 		body: `{"dimension":"device","device":"d-stolen","user":null,"duration_ms":60000,"reason":null,"ledger":null}`})
+	// A check that the manual lockout decides: level 0, the key has no strikes.
+	a = v.do(exchange{method: "POST", target: "/v1/check", key: oasCheckKey, body: `{"action":"login","ip":"203.0.113.9"}`, status: 200})
+	if got := decode[checkAnswer](t, a); got.Reason != "locked_out" || got.Lockout == nil || got.Lockout.Level != 0 {
+		t.Errorf("check of the manually locked address: %s, want locked_out at level 0", a.w.Body)
+	}
 	type listing struct {
 		Lockouts   []json.RawMessage `json:"lockouts"`
 		NextCursor *string           `json:"next_cursor"`
