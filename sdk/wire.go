@@ -148,7 +148,8 @@ type Limit struct {
 type Lockout struct {
 	Dimension string    `json:"dimension"`
 	Until     time.Time `json:"until"`
-	// Level is the ladder step, from 1.
+	// Level is the key's ladder step, from 1 once it has struck; 0 for a
+	// manual lockout of a key without strikes.
 	Level int `json:"level"`
 }
 
