@@ -10,7 +10,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"net/textproto"
@@ -406,8 +405,13 @@ func (d *decoder) applyEnv(cfg *Config, env Env) {
 		if err := checkURL(v, "redis", "rediss", "unix"); err != nil {
 			envErr(EnvRedisURL, err)
 		}
-		if len(cfg.Redis.Cluster) > 0 || cfg.Redis.Sentinel != nil {
-			envErr(EnvRedisURL, errors.New("set together with redis.cluster or redis.sentinel in the file: give one Redis deployment, not both"))
+		// As with redis_url: the key is there, whatever its value; the
+		// file's half of the clash is reported at its line.
+		for _, k := range []string{"redis.cluster", "redis.sentinel"} {
+			if d.has(k) {
+				d.report(d.lines[k], "%s and %s: give one Redis deployment, not both (%s overrides redis_url only)", k, EnvRedisURL, EnvRedisURL)
+				break
+			}
 		}
 	}
 	cfg.redisWhere = Error{File: d.file}

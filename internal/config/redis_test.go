@@ -96,7 +96,13 @@ func TestParseRejectsV11(t *testing.T) {
 	}{
 		{"url and cluster", "redis_url: redis://a:6379\nredis:\n  cluster: [a:7000]\n", nil, "", 1, "give one Redis deployment"},
 		{"url and sentinel", "redis_url: redis://a:6379\nredis: {sentinel: {master: m, addrs: [a:26379]}}\n", nil, "", 1, "give one Redis deployment"},
-		{"env url and cluster", "redis:\n  cluster: [a:7000]\n", map[string]string{"GUARD_REDIS_URL": "redis://a:6379"}, "GUARD_REDIS_URL", 0, "give one Redis deployment"},
+		// The file's half of the clash has a line: the problem is reported
+		// there, naming the variable.
+		{"env url and cluster", "key_secret: s\nredis:\n  cluster: [a:7000]\n", map[string]string{"GUARD_REDIS_URL": "redis://a:6379"}, "", 3, "redis.cluster and GUARD_REDIS_URL: give one Redis deployment"},
+		{"env url and sentinel", "redis:\n  sentinel: {master: m, addrs: [a:26379]}\n", map[string]string{"GUARD_REDIS_URL": "redis://a:6379"}, "", 2, "redis.sentinel and GUARD_REDIS_URL: give one Redis deployment"},
+		// As for redis_url: the key is there, whatever its value.
+		{"env url and empty sentinel", "redis:\n  sentinel:\n", map[string]string{"GUARD_REDIS_URL": "redis://a:6379"}, "", 2, "redis.sentinel and GUARD_REDIS_URL: give one Redis deployment"},
+		{"url and empty sentinel", "redis_url: redis://a:6379\nredis:\n  sentinel:\n", nil, "", 1, "give one Redis deployment"},
 		{"cluster and sentinel", "redis:\n  cluster: [a:7000]\n  sentinel: {master: m, addrs: [a:26379]}\n", nil, "", 3, "cluster or sentinel, not both"},
 		{"cluster bad addr", "redis:\n  cluster:\n    - a:7000\n    - nohost\n", nil, "", 4, "not host:port"},
 		{"cluster empty", "redis:\n  cluster: []\n", nil, "", 2, "at least one node"},
