@@ -324,7 +324,8 @@ func (f *FailoverStore) Unlock(ctx context.Context, req *UnlockRequest) (bool, e
 // on the primary only (ErrBadCursor when the primary fails it with the
 // breaker open: the listing is the fallback's now), a page of the
 // fallback only while the breaker is open (else ErrBadCursor, whatever
-// the filter).
+// the filter). A primary that cannot be reached is asked once more within
+// the allowance before the listing fails.
 func (f *FailoverStore) Lockouts(ctx context.Context, q *LockQuery) (LockPage, error) {
 	from := ""
 	if q.Cursor != "" {
@@ -342,6 +343,13 @@ func (f *FailoverStore) Lockouts(ctx context.Context, q *LockQuery) (LockPage, e
 	if from != "f" {
 		pctx, cancel := context.WithTimeout(ctx, f.cfg.AdminTimeout)
 		page, err = f.primary.Lockouts(pctx, q)
+		if err != nil && errors.Is(err, ErrUnavailable) && pctx.Err() == nil {
+			// A read, so it may run again: once, within the same
+			// allowance, for a connection that the server closed under
+			// it (a Sentinel failover, a restart). A hung server has
+			// spent the allowance already.
+			page, err = f.primary.Lockouts(pctx, q)
+		}
 		cancel()
 		if err != nil && (!f.Degraded() || ctx.Err() != nil) {
 			return LockPage{}, fmt.Errorf("lockouts: %w", err)
