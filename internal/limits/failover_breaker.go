@@ -180,7 +180,9 @@ func (f *FailoverStore) probe() {
 		f.failures.Store(0)
 		f.setState(BreakerClosed)
 		now := f.cfg.Now()
-		f.logger.Warn("limit store recovered; deciding from it again",
+		// At ERROR like the outage's line: the contract logs each
+		// transition at ERROR, so a log-based alert sees both ends.
+		f.logger.Error("limit store recovered; deciding from it again",
 			"down_for", now.Sub(f.openedAt).Round(time.Millisecond))
 		if f.events.OnStateChange != nil {
 			f.events.OnStateChange(true, f.upSince, nil)

@@ -348,8 +348,12 @@ func TestFailoverFaults(t *testing.T) {
 	l.halt()
 	t.Logf("slowest call over all phases: %v (budget %v)", time.Duration(l.worst.Load()), faultBudget)
 
+	// API.md: "logs at ERROR once per transition", both ways.
 	if got := strings.Count(logs.String(), "level=ERROR msg=\"limit store unavailable"); got != 2 {
 		t.Errorf("ERROR transition logs = %d, want 2 (one per outage); logs:\n%s", got, logs.String())
+	}
+	if got := strings.Count(logs.String(), "level=ERROR msg=\"limit store recovered"); got != 2 {
+		t.Errorf("ERROR recovery logs = %d, want 2 (one per recovery); logs:\n%s", got, logs.String())
 	}
 	if got := scrapeMetric(t, m, `guard_alerts_total{event="redis_down",result="sent"}`); got != "2" {
 		t.Errorf(`guard_alerts_total{event="redis_down",result="sent"} = %s, want 2`, got)
