@@ -1,18 +1,15 @@
 package api_test
 
 import (
-	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/guardhq/guard/internal/api"
 	"github.com/guardhq/guard/internal/audit"
-	"github.com/guardhq/guard/internal/testenv"
 )
 
 // A report's decision_id is at most 64 bytes of [A-Za-z0-9_-].
@@ -54,19 +51,7 @@ func TestReportDecisionIDRejected(t *testing.T) {
 // 400 with the field (they were 503: SQLSTATE 22021), and a searchable
 // filter still works.
 func TestAuditFilterUnstorableTextOnPostgres(t *testing.T) {
-	ctx := context.Background()
-	dbURL := testenv.Database(t, "guard_api_filters_")
-	if _, _, err := audit.Migrate(ctx, dbURL, audit.MigrateUp); err != nil {
-		t.Fatal(err)
-	}
-	pg, err := audit.OpenPostgres(ctx, slog.New(slog.DiscardHandler), audit.PostgresConfig{URL: dbURL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close()
-	if _, err := pg.Maintain(ctx, time.Now()); err != nil {
-		t.Fatal(err)
-	}
+	pg := api.OpenTestPG(t, "guard_api_filters_")
 	h, err := api.New(slog.New(slog.DiscardHandler), api.Config{Keys: []api.Key{
 		{Name: "secteam", Scopes: []string{api.ScopeAuditRead}, Key: "k-audit"},
 	}}, api.Deps{Guard: newStack(t).guard, Audit: pg, Cursors: audit.NewCursorCodec([]byte("cursor-secret"))})

@@ -13,7 +13,6 @@ import (
 	"github.com/guardhq/guard/internal/api"
 	"github.com/guardhq/guard/internal/audit"
 	"github.com/guardhq/guard/internal/limits"
-	"github.com/guardhq/guard/internal/testenv"
 )
 
 // phonePolicy is otp_send limited by number, prefix and country (small
@@ -213,18 +212,7 @@ func TestPhoneForwardAuth(t *testing.T) {
 // NDJSON and CSV.
 func TestPhoneAuditOnPostgres(t *testing.T) {
 	ctx := context.Background()
-	dbURL := testenv.Database(t, "guard_api_phone_")
-	if _, _, err := audit.Migrate(ctx, dbURL, audit.MigrateUp); err != nil {
-		t.Fatal(err)
-	}
-	pg, err := audit.OpenPostgres(ctx, slog.New(slog.DiscardHandler), audit.PostgresConfig{URL: dbURL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close()
-	if _, err := pg.Maintain(ctx, time.Now()); err != nil {
-		t.Fatal(err)
-	}
+	pg := api.OpenTestPG(t, "guard_api_phone_")
 	w, err := audit.NewWriter(slog.New(slog.DiscardHandler), audit.WriterConfig{FlushInterval: time.Millisecond}, pg, audit.WriterHooks{})
 	if err != nil {
 		t.Fatal(err)

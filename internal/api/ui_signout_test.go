@@ -1,13 +1,8 @@
 package api
 
 import (
-	"context"
-	"log/slog"
 	"net/http"
 	"testing"
-
-	"github.com/guardhq/guard/internal/audit"
-	"github.com/guardhq/guard/internal/testenv"
 )
 
 // TestUISignOutHoldsOnEveryInstance: instances of one database share the
@@ -15,16 +10,7 @@ import (
 // another's cookie; a sign-out on one must end the session on all of
 // them, at once (Deps.Revocations, audit.PGStore).
 func TestUISignOutHoldsOnEveryInstance(t *testing.T) {
-	ctx := context.Background()
-	dbURL := testenv.Database(t, "guard_api_signout_")
-	if _, _, err := audit.Migrate(ctx, dbURL, audit.MigrateUp); err != nil {
-		t.Fatal(err)
-	}
-	pg, err := audit.OpenPostgres(ctx, slog.New(slog.DiscardHandler), audit.PostgresConfig{URL: dbURL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close()
+	pg := OpenTestPG(t, "guard_api_signout_")
 	cfg := testConfig()
 	cfg.SessionSecret = []byte("one fleet's session secret")
 	a := newTestHandler(t, cfg, Deps{Revocations: pg})
@@ -58,10 +44,7 @@ func TestUISignOutHoldsOnEveryInstance(t *testing.T) {
 
 	// A store that fails leaves each instance its own sign-outs: the
 	// pages and the sign-out still answer.
-	broken, err := audit.OpenPostgres(ctx, slog.New(slog.DiscardHandler), audit.PostgresConfig{URL: dbURL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	broken := OpenTestPG(t, "guard_api_signout_down_")
 	broken.Close()
 	c := newTestHandler(t, cfg, Deps{Revocations: broken})
 	d := newTestHandler(t, cfg, Deps{Revocations: broken})
