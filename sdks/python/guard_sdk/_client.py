@@ -19,8 +19,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import urlencode, urlsplit
 
 from ._errors import GuardError, GuardUnavailableError, TooManyPendingReports, is_unavailable
-from ._types import (ALLOW, DENY, REASON_GUARD_UNAVAILABLE, CheckResponse, LockoutEntry, LockoutPage,
-                     ReportResponse)
+from ._types import (ALLOW, DENY, REASON_GUARD_UNAVAILABLE, AuditPage, CheckResponse, LockoutEntry, LockoutPage,
+                     Readiness, ReportResponse)
 
 #: Bounds check() and report(), retries included, in seconds.
 DEFAULT_TIMEOUT = 0.3
@@ -346,12 +346,13 @@ class Client:
         """The effective policy (scope admin), as JSON."""
         return self._get("/v1/policy")[0]
 
-    def audit(self, **filters: Any) -> Dict[str, Any]:
-        """One page of audit events, newest first (scope audit:read): {"events": [...], "next_cursor": ...}.
+    def audit(self, **filters: Any) -> AuditPage:
+        """One page of audit events, newest first (scope audit:read): a list of AuditEvent with
+        ``next_cursor`` (None on the last page; pass it as ``cursor`` for the next).
 
         ``since`` (inclusive) and ``until`` (exclusive) take a datetime or an RFC 3339 string.
         """
-        return self._get("/v1/audit", _audit_query(filters))[0]
+        return AuditPage.from_wire(self._get("/v1/audit", _audit_query(filters))[0])
 
     def export_audit(self, fmt: str = "ndjson", timeout: Optional[float] = None, **filters: Any) -> str:
         """Every matching event as NDJSON or CSV text (no page limit).
@@ -370,9 +371,9 @@ class Client:
             raise self._error(status, headers, body)
         return body.decode("utf-8")
 
-    def ready(self) -> Dict[str, Any]:
+    def ready(self) -> Readiness:
         """The server's readiness (no key needed)."""
-        return self._get("/readyz")[0]
+        return Readiness.from_wire(self._get("/readyz")[0])
 
     # --- transport -------------------------------------------------------
 

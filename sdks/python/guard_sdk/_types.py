@@ -131,3 +131,68 @@ class LockoutPage(List[LockoutEntry]):
     def __init__(self, entries: Iterable[LockoutEntry] = (), next_cursor: Optional[str] = None) -> None:
         super().__init__(entries)
         self.next_cursor = next_cursor
+
+
+@dataclass
+class AuditEvent:
+    """One event of the audit trail (GET /v1/audit); fields that do not apply to its kind are None."""
+
+    id: str
+    at: str
+    #: "check", "report" or "admin".
+    kind: str
+    action: Optional[str] = None
+    decision: Optional[str] = None
+    reason: Optional[str] = None
+    outcome: Optional[str] = None
+    user: Optional[str] = None
+    ip: Optional[str] = None
+    device: Optional[str] = None
+    #: E.164, or its keyed hash under audit.pseudonymize (contract v1.1).
+    phone: Optional[str] = None
+    rule: Optional[str] = None
+    retry_after_ms: Optional[int] = None
+    lockout_until: Optional[str] = None
+    degraded: Optional[bool] = None
+    dry_run: Optional[bool] = None
+    #: The acting key's name on admin events.
+    api_key: Optional[str] = None
+    decision_id: Optional[str] = None
+    instance: Optional[str] = None
+    #: An admin's reason.
+    note: Optional[str] = None
+
+    @classmethod
+    def from_wire(cls, d: Dict[str, Any]) -> "AuditEvent":
+        """Reads one event, ignoring fields a newer Guard may add."""
+        return _known(cls, d)
+
+
+class AuditPage(List[AuditEvent]):
+    """One page of GET /v1/audit, newest first: a list of its events, plus ``next_cursor``, the
+    ``cursor`` of the next page (None when no event follows)."""
+
+    def __init__(self, events: Iterable[AuditEvent] = (), next_cursor: Optional[str] = None) -> None:
+        super().__init__(events)
+        self.next_cursor = next_cursor
+
+    @classmethod
+    def from_wire(cls, d: Dict[str, Any]) -> "AuditPage":
+        return cls((AuditEvent.from_wire(e) for e in d.get("events") or []), d.get("next_cursor"))
+
+
+@dataclass
+class Readiness:
+    """GET /readyz: whether Guard can decide, and on what."""
+
+    #: "normal", or "degraded" while Redis is unreachable (Guard decides from its fallback).
+    mode: str
+    #: "ok" or "down".
+    redis: str
+    postgres: str
+    #: Audit events queued or spooled but not yet in Postgres.
+    audit_backlog: int = 0
+
+    @classmethod
+    def from_wire(cls, d: Dict[str, Any]) -> "Readiness":
+        return _known(cls, d)

@@ -11,8 +11,8 @@ import unittest
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, List, Optional
 
-from guard_sdk import (CheckResponse, Client, FailurePolicy, GuardError, ReportResponse, TooManyPendingReports,
-                       is_unavailable, parse_retry_after)
+from guard_sdk import (AuditPage, CheckResponse, Client, FailurePolicy, GuardError, Readiness, ReportResponse,
+                       TooManyPendingReports, is_unavailable, parse_retry_after)
 
 ANSWER = (b'{"decision":"allow","reason":"ok","retry_after_ms":0,"decision_id":"01J","degraded":false,'
           b'"limits":[],"lockout":null}')
@@ -198,6 +198,21 @@ class Wire(unittest.TestCase):
         assert rep.lockout is not None
         self.assertEqual(rep.lockout.dimension, "user+ip")
 
+    def test_audit_page_and_readiness(self) -> None:
+        # Every event field of the contract, nulls as None, a field a newer Guard adds ignored.
+        page = AuditPage.from_wire({"events": [{
+            "id": "01J", "at": "2026-03-01T12:00:00.000Z", "kind": "admin", "action": "unlock", "decision": None,
+            "reason": None, "outcome": None, "user": "bob", "ip": None, "device": None, "phone": None, "rule": None,
+            "retry_after_ms": None, "lockout_until": None, "degraded": None, "dry_run": None, "api_key": "ops",
+            "decision_id": None, "instance": "guard-1", "note": "ticket 1", "region": "eu"}], "next_cursor": None})
+        self.assertEqual(len(page), 1)
+        self.assertIsNone(page.next_cursor)
+        e = page[0]
+        self.assertEqual((e.kind, e.action, e.api_key, e.note, e.decision), ("admin", "unlock", "ops", "ticket 1", None))
+        self.assertEqual(AuditPage.from_wire({"events": [], "next_cursor": "c"}).next_cursor, "c")
+        r = Readiness.from_wire({"mode": "degraded", "redis": "down", "postgres": "ok", "audit_backlog": 3})
+        self.assertEqual((r.mode, r.redis, r.postgres, r.audit_backlog), ("degraded", "down", "ok", 3))
+
 
 class Retries(unittest.TestCase):
     def test_get_retried_after_5xx(self) -> None:
@@ -256,7 +271,7 @@ def wait_until(cond: Callable[[], bool], timeout: float = 5.0) -> bool:
 
 
 def answer(h: BaseHTTPRequestHandler, n: int) -> None:
-    reply(h, 200, ANSWER if h.path.startswith("/v1/check") else b'{"status":"ready"}')
+    reply(h, 200, ANSWER if h.path.startswith("/v1/check") else b'{"mode":"normal","redis":"ok","postgres":"ok","audit_backlog":0}')
 
 
 class Pooling(unittest.TestCase):

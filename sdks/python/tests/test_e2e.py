@@ -60,14 +60,18 @@ class EndToEnd(GuardTestCase):
         self.assertEqual(policy["actions"]["login"]["lockout"]["ledger"], "auth")
 
         # The ten report events land asynchronously; page through them once all are stored.
-        self.assertTrue(eventually(lambda: len(auditor.audit(user="bob@example.com", kind="report")["events"]) == 10))
+        self.assertTrue(eventually(lambda: len(auditor.audit(user="bob@example.com", kind="report")) == 10))
         page = auditor.audit(user="bob@example.com", kind="report", limit=4)
-        self.assertEqual(page["events"][0]["outcome"], "failure")
-        self.assertEqual(page["events"][0]["api_key"], "auth-service")
-        self.assertIsNotNone(page["next_cursor"])
-        nxt = auditor.audit(user="bob@example.com", kind="report", limit=4, cursor=page["next_cursor"])
-        self.assertEqual(len(nxt["events"]), 4)
-        self.assertNotEqual(nxt["events"][0]["id"], page["events"][0]["id"])
+        self.assertEqual(len(page), 4)
+        self.assertEqual((page[0].kind, page[0].outcome, page[0].user), ("report", "failure", "bob@example.com"))
+        self.assertEqual(page[0].api_key, "auth-service")
+        self.assertIsNone(page[0].decision)  # a report carries no decision
+        self.assertIsNotNone(page.next_cursor)
+        nxt = auditor.audit(user="bob@example.com", kind="report", limit=4, cursor=page.next_cursor)
+        self.assertEqual(len(nxt), 4)
+        self.assertNotEqual(nxt[0].id, page[0].id)
+        last = auditor.audit(user="bob@example.com", kind="report", limit=4, cursor=nxt.next_cursor)
+        self.assertEqual((len(last), last.next_cursor), (2, None))
         with self.assertRaises(GuardError) as cm:
             auditor.audit(cursor="forged")
         self.assertEqual((cm.exception.status, cm.exception.field), (400, "cursor"))
@@ -82,7 +86,8 @@ class EndToEnd(GuardTestCase):
         self.assertIn("py e2e", csv)
         self.assertTrue(csv.startswith("id,at,kind,"))
 
-        self.assertEqual(checker.ready()["mode"], "normal")
+        ready = checker.ready()
+        self.assertEqual((ready.mode, ready.redis, ready.audit_backlog >= 0), ("normal", "ok", True))
         with self.assertRaises(GuardError) as cm:
             checker.check("nope", user="x")
         self.assertEqual(cm.exception.code, "unknown_action")
@@ -98,11 +103,11 @@ class EndToEnd(GuardTestCase):
         checker, auditor = Client(self.guard.url, KEY_CHECK, timeout=TEST_TIMEOUT), Client(self.guard.url, KEY_AUDIT, timeout=TEST_TIMEOUT)
         before = datetime.now(timezone.utc) - timedelta(seconds=1)
         checker.check("login", user="carol@example.com", ip="192.0.2.50")
-        self.assertTrue(eventually(lambda: auditor.audit(user="carol@example.com", since=before)["events"]))
-        self.assertEqual(auditor.audit(user="carol@example.com", until=before)["events"], [])
+        self.assertTrue(eventually(lambda: auditor.audit(user="carol@example.com", since=before)))
+        self.assertEqual(auditor.audit(user="carol@example.com", until=before), [])
         # An aware datetime in another zone names the same instant.
         plus2 = before.astimezone(timezone(timedelta(hours=2)))
-        self.assertEqual(len(auditor.audit(user="carol@example.com", since=plus2)["events"]), 1)
+        self.assertEqual(len(auditor.audit(user="carol@example.com", since=plus2)), 1)
         nd = auditor.export_audit("ndjson", user="carol@example.com", since=before)
         self.assertEqual(len(nd.strip().split("\n")), 1)
 
