@@ -40,6 +40,10 @@ func TestHelp(t *testing.T) {
 		{"guard version", []string{"version"}, []string{"guard "}},
 		{"guard version --help", []string{"version", "--help"}, []string{"Usage: guard version"}},
 		{"guard help version", []string{"help", "version"}, []string{"Usage: guard version"}},
+		{"guard help config check", []string{"help", "config", "check"}, []string{"Usage: guard config check", "-strict"}},
+		{"guard --help config check", []string{"--help", "config", "check"}, []string{"Usage: guard config check"}},
+		{"guard help migrate up", []string{"help", "migrate", "up"}, []string{"up|down|version", "-database-url"}},
+		{"guard help redis prune", []string{"help", "redis", "prune"}, []string{"Usage: guard redis prune", "-dry-run"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -133,6 +137,8 @@ func TestStrayArguments(t *testing.T) {
 		{"version", []string{"version", "extra"}, `version: unexpected argument "extra"`},
 		{"help", []string{"help", "serve", "extra"}, `help: unexpected argument "extra"`},
 		{"--help", []string{"--help", "serve", "extra"}, `help: unexpected argument "extra"`},
+		{"help after a subcommand", []string{"help", "config", "check", "extra"}, `help: unexpected argument "extra"`},
+		{"help with an unknown subcommand", []string{"help", "migrate", "sideways"}, `help: unexpected argument "sideways"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

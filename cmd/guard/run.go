@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/guardhq/guard/internal/audit"
 	"github.com/guardhq/guard/internal/config"
 )
 
@@ -40,6 +42,14 @@ func commands() []command {
 		{"version", "print guard's version (also --version)", nil},
 		{"help", "describe guard or one command", nil},
 	}
+}
+
+// subcommands are the words a command takes before its flags, which
+// "guard help CMD SUB" accepts after CMD.
+var subcommands = map[string][]string{
+	"config":  {"check"},
+	"migrate": {audit.MigrateUp, audit.MigrateDown, audit.MigrateVersion},
+	"redis":   {"prune"},
 }
 
 const usageHead = `guard — login/OTP abuse protection: strict sliding-window limits in Redis,
@@ -89,11 +99,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stdout, versionLine())
 		return nil
 	case "-h", "-help", "--help", "help":
-		if len(rest) > 1 {
-			return fmt.Errorf("help: unexpected argument %q (give one command)", rest[1])
+		// One command, or a command and one of its subcommands
+		// ("guard help config check").
+		topic := rest[:min(len(rest), 1)]
+		if len(rest) > 1 && slices.Contains(subcommands[rest[0]], rest[1]) {
+			topic = rest[:2]
 		}
-		if len(rest) > 0 && rest[0] != "help" {
-			return run(ctx, []string{args[0], rest[0], "--help"}, getenv, stdout, stderr)
+		if len(rest) > len(topic) {
+			return fmt.Errorf("help: unexpected argument %q (give one command)", rest[len(topic)])
+		}
+		if len(topic) > 0 && topic[0] != "help" {
+			return run(ctx, append(append([]string{args[0]}, topic...), "--help"), getenv, stdout, stderr)
 		}
 		printUsage(stdout)
 		return nil
