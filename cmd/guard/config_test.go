@@ -74,6 +74,37 @@ func TestConfigCheck(t *testing.T) {
 	}
 }
 
+// TestConfigFlagsBeforeCheck: flags may come before the subcommand, as
+// with migrate and redis ("guard config --config FILE check").
+func TestConfigFlagsBeforeCheck(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "guard.yaml")
+	if err := os.WriteFile(path, []byte("actions:\n  signup:\n    limits:\n      - {dimension: ip, limit: 60, window: 1m, shadow: true}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string // "" for exit 0
+	}{
+		{"--config before check", []string{"--config", path, "check"}, ""},
+		{"--strict before check", []string{"--strict", "check", "--config", path}, "(--strict)"},
+		{"unknown subcommand", []string{"--config", path, "lint"}, `config: unknown subcommand "lint" (want check)`},
+		{"stray argument after check", []string{"--config", path, "check", "extra"}, "config check: unexpected argument extra"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), append([]string{"guard", "config"}, tt.args...), noEnv, &stdout, &stderr)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("run = %v, want success; stdout:\n%s", err, stdout.String())
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("run = %v, want an error containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
 // TestServeLogsPolicyWarnings: serve logs the warnings config check
 // prints, from the same list.
 func TestServeLogsPolicyWarnings(t *testing.T) {
