@@ -72,7 +72,11 @@ func runAudit(ctx context.Context, e *env, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("audit: unexpected argument %q", fs.Arg(0))
 	}
-	base, key := firstNonEmpty(f.url, e.env.Get(config.EnvURL), "http://"+config.DefaultListen), firstNonEmpty(f.key, e.env.Get(config.EnvAPIKey))
+	base, err := guardURL("audit", f.url, e, "http://"+config.DefaultListen)
+	if err != nil {
+		return err
+	}
+	key := firstNonEmpty(f.key, e.env.Get(config.EnvAPIKey))
 	if key == "" {
 		return errors.New("audit: no API key: set --key or GUARD_API_KEY")
 	}
@@ -81,7 +85,6 @@ func runAudit(ctx context.Context, e *env, args []string) error {
 		User: f.user, IP: f.ip, Device: f.device, Phone: f.phone, Action: f.action,
 		Decision: f.decision, Reason: f.reason, Kind: f.kind, Limit: f.limit, Cursor: f.cursor,
 	}
-	var err error
 	if filter.Since, err = parseWhen(f.since, now); err != nil {
 		return fmt.Errorf("audit: --since: %w", err)
 	}

@@ -34,15 +34,12 @@ func runHealth(ctx context.Context, e *env, args []string) error {
 	if err := durationFlagAtLeast("health", "timeout", *timeout, minTimeout); err != nil {
 		return err
 	}
-	base := *url
-	if base == "" {
-		base = e.env.Get(config.EnvURL)
-	}
-	if base == "" {
-		listen := firstNonEmpty(e.env.Get(config.EnvListen), config.DefaultListen)
-		// A server listening on every interface answers on loopback.
-		listen = strings.Replace(listen, "0.0.0.0:", "127.0.0.1:", 1)
-		base = "http://" + listen
+	listen := firstNonEmpty(e.env.Get(config.EnvListen), config.DefaultListen)
+	// A server listening on every interface answers on loopback.
+	listen = strings.Replace(listen, "0.0.0.0:", "127.0.0.1:", 1)
+	base, err := guardURL("health", *url, e, "http://"+listen)
+	if err != nil {
+		return err
 	}
 	path := "/healthz"
 	if *ready {

@@ -151,6 +151,35 @@ func TestStrayArguments(t *testing.T) {
 	}
 }
 
+// TestBaseURLFlags: a Guard URL without http:// or https:// (an address
+// as GUARD_LISTEN takes it) is refused naming where it came from, not with
+// net/url's "first path segment in URL cannot contain colon" or the SDK's
+// bare "invalid base URL".
+func TestBaseURLFlags(t *testing.T) {
+	const want = ": want an http:// or https:// URL such as http://127.0.0.1:8080"
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"health --url address", []string{"health", "--url", "127.0.0.1:8080"}, nil, "health: --url" + want},
+		{"health --url host name", []string{"health", "--url", "localhost:8080"}, nil, "health: --url" + want},
+		{"health GUARD_URL", []string{"health"}, map[string]string{"GUARD_URL": "127.0.0.1:8080"}, "health: GUARD_URL" + want},
+		{"audit --url address", []string{"audit", "--key", "k-0123456789abcdef", "--url", "127.0.0.1:8080"}, nil, "audit: --url" + want},
+		{"audit GUARD_URL", []string{"audit", "--format", "csv"}, map[string]string{"GUARD_URL": "ftp://127.0.0.1", "GUARD_API_KEY": "k-0123456789abcdef"}, "audit: GUARD_URL" + want},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), append([]string{"guard"}, tt.args...), envMap(tt.env), &stdout, &stderr)
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("run(%v) = %v, want %q", tt.args, err, tt.want)
+			}
+		})
+	}
+}
+
 // TestDurationFlags: a duration flag whose zero, negative or tiny value
 // makes no sense is refused at start, naming the flag (serve once took
 // --shutdown-timeout 0s and failed its stop with "context deadline

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -199,4 +200,24 @@ func durationFlagAtLeast(command, name string, d, least time.Duration) error {
 		return fmt.Errorf("%s: --%s %s: must be at least %s", command, name, d, least)
 	}
 	return nil
+}
+
+// guardURL picks a client command's Guard base URL: flagValue (--url),
+// else GUARD_URL, else fallback. One given without http:// or https:// (an
+// address, as GUARD_LISTEN takes it) is refused, naming where it came
+// from; net/url and the SDK would only say "first path segment in URL
+// cannot contain colon" or "invalid base URL". The value is not repeated:
+// it may hold a password.
+func guardURL(command, flagValue string, e *env, fallback string) (string, error) {
+	raw, source := flagValue, "--url"
+	if raw == "" {
+		raw, source = e.env.Get(config.EnvURL), config.EnvURL
+	}
+	if raw == "" {
+		return fallback, nil
+	}
+	if u, err := url.Parse(raw); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("%s: %s: want an http:// or https:// URL such as http://%s", command, source, config.DefaultListen)
+	}
+	return raw, nil
 }
