@@ -180,6 +180,36 @@ func TestBaseURLFlags(t *testing.T) {
 	}
 }
 
+// TestServeLogSettings: a bad log format or level names where it came
+// from, as config check does: the flag, or the variable when no flag was
+// given.
+func TestServeLogSettings(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	serve := []string{"serve", "--listen", "127.0.0.1:0"}
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"--log-format", append(serve, "--log-format", "xml"), nil, `serve: log format "xml": want text or json`},
+		{"--log-level", append(serve, "--log-level", "loud"), nil, `serve: log level "loud": want debug, info, warn or error`},
+		{"GUARD_LOG_FORMAT", serve, map[string]string{"GUARD_LOG_FORMAT": "xml"}, `serve: GUARD_LOG_FORMAT: log format "xml": want text or json`},
+		{"GUARD_LOG_LEVEL", serve, map[string]string{"GUARD_LOG_LEVEL": "loud"}, `serve: GUARD_LOG_LEVEL: log level "loud": want debug, info, warn or error`},
+		{"--log-level wins over GUARD_LOG_LEVEL", append(serve, "--log-level", "loud"), map[string]string{"GUARD_LOG_LEVEL": "warn"}, `serve: log level "loud"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(ctx, append([]string{"guard"}, tt.args...), envMap(tt.env), &stdout, &stderr)
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Errorf("run(%v) = %v, want an error starting %q", tt.args, err, tt.want)
+			}
+		})
+	}
+}
+
 // TestDurationFlags: a duration flag whose zero, negative or tiny value
 // makes no sense is refused at start, naming the flag (serve once took
 // --shutdown-timeout 0s and failed its stop with "context deadline

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -63,6 +65,18 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	if err := durationFlagAtLeast("serve", "shutdown-timeout", *shutdownTimeout, minShutdownTimeout); err != nil {
 		return err
+	}
+	// A bad value that no flag gave came from the environment: name the
+	// variable, as config check does.
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for _, s := range []struct{ flag, env, format, level string }{
+		{"log-format", config.EnvLogFormat, *logFormat, "info"},
+		{"log-level", config.EnvLogLevel, "text", *logLevel},
+	} {
+		if _, err := config.NewLogger(io.Discard, s.format, s.level); err != nil && !given[s.flag] {
+			return fmt.Errorf("serve: %s: %w", s.env, err)
+		}
 	}
 	logger, err := config.NewLogger(e.stderr, *logFormat, *logLevel)
 	if err != nil {
