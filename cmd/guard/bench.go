@@ -66,9 +66,13 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("bench: unexpected argument %q", fs.Arg(0))
 	}
+	source := "--redis-url"
+	if f.redisURL == "" && e.env.Get(config.EnvRedisURL) != "" {
+		source = config.EnvRedisURL
+	}
 	f.redisURL = firstNonEmpty(f.redisURL, e.env.Get(config.EnvRedisURL), defaultBenchRedisURL)
 	if err := (limits.RedisConfig{URL: f.redisURL}).CheckURL(); err != nil {
-		return fmt.Errorf("bench: --redis-url: %s", strings.TrimPrefix(err.Error(), "redis url: "))
+		return fmt.Errorf("bench: %s: %s", source, strings.TrimPrefix(err.Error(), "redis url: "))
 	}
 	if err := durationFlagAtLeast("bench", "duration", f.duration, minTimeout); err != nil {
 		return err

@@ -210,6 +210,30 @@ func TestServeLogSettings(t *testing.T) {
 	}
 }
 
+// TestBenchRedisURLSource: a bad Redis URL is named by where it came
+// from, --redis-url or GUARD_REDIS_URL.
+func TestBenchRedisURLSource(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"flag", []string{"bench", "--redis-url", "http://x"}, nil, "bench: --redis-url: redis: invalid URL scheme: http"},
+		{"environment", []string{"bench"}, map[string]string{"GUARD_REDIS_URL": "http://x"}, "bench: GUARD_REDIS_URL: redis: invalid URL scheme: http"},
+		{"flag wins", []string{"bench", "--redis-url", "http://x"}, map[string]string{"GUARD_REDIS_URL": "redis://127.0.0.1:1/0"}, "bench: --redis-url: redis: invalid URL scheme: http"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), append([]string{"guard"}, tt.args...), envMap(tt.env), &stdout, &stderr)
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("run(%v) = %v, want %q", tt.args, err, tt.want)
+			}
+		})
+	}
+}
+
 // TestDurationFlags: a duration flag whose zero, negative or tiny value
 // makes no sense is refused at start, naming the flag (serve once took
 // --shutdown-timeout 0s and failed its stop with "context deadline
