@@ -44,6 +44,10 @@ func TestHelp(t *testing.T) {
 		{"guard --help config check", []string{"--help", "config", "check"}, []string{"Usage: guard config check"}},
 		{"guard help migrate up", []string{"help", "migrate", "up"}, []string{"up|down|version", "-database-url"}},
 		{"guard help redis prune", []string{"help", "redis", "prune"}, []string{"Usage: guard redis prune", "-dry-run"}},
+		{"guard help --help", []string{"help", "--help"}, []string{"Commands:"}},
+		{"guard --help --help", []string{"--help", "--help"}, []string{"Commands:"}},
+		{"guard -h help", []string{"-h", "help"}, []string{"Commands:"}},
+		{"guard help -h", []string{"help", "-h"}, []string{"Commands:"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -109,7 +109,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if len(rest) > len(topic) {
 			return fmt.Errorf("help: unexpected argument %q (give one command)", rest[len(topic)])
 		}
-		if len(topic) > 0 && topic[0] != "help" {
+		// "guard help --help" is guard's own help: handing it on would
+		// ask for "--help --help", and so on until the stack overflowed.
+		if len(topic) > 0 && !slices.Contains([]string{"help", "-h", "-help", "--help"}, topic[0]) {
 			return run(ctx, append(append([]string{args[0]}, topic...), "--help"), getenv, stdout, stderr)
 		}
 		printUsage(stdout)
