@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -302,6 +303,11 @@ func (c *Client) ExportAudit(ctx context.Context, f AuditFilter, format string, 
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		return c.errorFrom(resp)
+	}
+	// A proxy's sign-in page or another server at the URL answers 200
+	// too: copy only what Guard would send for the format asked for.
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != accept {
+		return fmt.Errorf("guard: export audit: the server answered %.64q, not %s: is the URL Guard's?", resp.Header.Get("Content-Type"), accept)
 	}
 	if _, err := io.Copy(w, resp.Body); err != nil {
 		return fmt.Errorf("guard: export audit: %w", err)

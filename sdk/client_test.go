@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -98,5 +99,24 @@ func TestWireTimes(t *testing.T) {
 	}
 	if got := sdk.FormatTime(want.In(time.FixedZone("x", 7200))); got != "2026-03-01T10:01:30.123Z" {
 		t.Errorf("FormatTime = %s", got)
+	}
+}
+
+// TestExportAuditRefusesAnotherServersAnswer: a proxy's sign-in page (or
+// any server at the URL) answers 200 too; the export writes nothing of it
+// and says what came back.
+func TestExportAuditRefusesAnotherServersAnswer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = io.WriteString(w, "<html>sign in</html>")
+	}))
+	defer srv.Close()
+	var out strings.Builder
+	err := sdk.New(srv.URL, "k").ExportAudit(context.Background(), sdk.AuditFilter{}, sdk.FormatCSV, &out)
+	if err == nil || !strings.Contains(err.Error(), `"text/html; charset=utf-8", not text/csv`) {
+		t.Errorf("ExportAudit from an HTML page = %v; want an error naming the content type", err)
+	}
+	if out.Len() != 0 {
+		t.Errorf("ExportAudit wrote %q; want nothing", out.String())
 	}
 }

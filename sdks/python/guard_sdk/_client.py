@@ -369,6 +369,11 @@ class Client:
                                            idempotent=True)
         if status // 100 != 2:
             raise self._error(status, headers, body)
+        # A proxy's sign-in page or another server at the URL answers 200 too.
+        got = headers.get("content-type", "").split(";")[0].strip().lower()
+        if got != accept:
+            raise GuardError(status, "", f"the server answered {headers.get('content-type', '')[:64]!r}, "
+                             f"not {accept}: is the URL Guard's?")
         return body.decode("utf-8")
 
     def ready(self) -> Readiness:

@@ -4,7 +4,8 @@ from typing import Optional
 
 
 class GuardError(Exception):
-    """A non-2xx answer from Guard."""
+    """A non-2xx answer from Guard, or (code "") an answer that is not Guard's: an export whose
+    content type is not the format asked for."""
 
     def __init__(self, status: int, code: str, message: str, field: str = "",
                  retry_after: Optional[float] = None, request_id: str = "") -> None:

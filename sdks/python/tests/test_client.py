@@ -180,6 +180,23 @@ class Timeouts(unittest.TestCase):
         self.addCleanup(srv.close)
         self.assertEqual(Client(srv.url, "k").export_audit("ndjson", timeout=0.3), body.decode())
 
+    def test_export_refuses_another_servers_answer(self) -> None:
+        # A proxy's sign-in page (or any server at the URL) answers 200 too.
+        def handle(h: BaseHTTPRequestHandler, n: int) -> None:
+            page = b"<html>sign in</html>"
+            h.send_response(200)
+            h.send_header("Content-Type", "text/html; charset=utf-8")
+            h.send_header("Content-Length", str(len(page)))
+            h.end_headers()
+            h.wfile.write(page)
+
+        srv = Server(handle)
+        self.addCleanup(srv.close)
+        with self.assertRaises(GuardError) as cm:
+            Client(srv.url, "k").export_audit("csv")
+        self.assertEqual((cm.exception.status, cm.exception.code), (200, ""))
+        self.assertIn("'text/html; charset=utf-8', not text/csv", cm.exception.message)
+
 
 class Wire(unittest.TestCase):
     def test_answers_with_fields_a_newer_guard_adds(self) -> None:

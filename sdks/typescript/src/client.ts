@@ -45,7 +45,7 @@ export interface CheckOptions extends CallOptions {
   failurePolicy?: FailurePolicy;
 }
 
-/** A non-2xx answer from Guard. */
+/** A non-2xx answer from Guard, or (code "") an answer that is not Guard's: an export whose content type is not the format asked for. */
 export class GuardError extends Error {
   readonly status: number;
   /** A contract code (invalid_request, unauthenticated, ...) or "" when the body was not Guard's. */
@@ -238,6 +238,12 @@ export class GuardClient {
     const { limit: _ignored, ...rest } = filter;
     const resp = await this.send({ method: "GET", path: "v1/audit", query: auditParams(rest), timeoutMs: 0, idempotent: false, signal: opts.signal }, accept);
     if (!resp.ok) throw await errorFrom(resp);
+    // A proxy's sign-in page or another server at the URL answers 200 too.
+    const got = resp.headers.get("content-type") ?? "";
+    if ((got.split(";")[0] ?? "").trim().toLowerCase() !== accept) {
+      await resp.body?.cancel();
+      throw new GuardError(resp.status, "", `the server answered ${JSON.stringify(got.slice(0, 64))}, not ${accept}: is the URL Guard's?`, "", 0, resp.headers.get("x-request-id") ?? "");
+    }
     return resp.text();
   }
 

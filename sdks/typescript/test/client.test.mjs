@@ -174,3 +174,16 @@ test("parseRetryAfter", () => {
   assert.equal(parseRetryAfter("soon"), undefined);
   assert.equal(parseRetryAfter(new Date(1_000_000 + 5000).toUTCString(), 1_000_000), 5000);
 });
+
+test("an export refuses another server's 200 answer", async () => {
+  // A proxy's sign-in page (or any server at the URL) answers 200 too.
+  const srv = await serve((req, res) => {
+    res.writeHead(200, { "Content-Type": "text/html; charset=utf-8" });
+    res.end("<html>sign in</html>");
+  });
+  const c = new GuardClient({ baseUrl: srv.url, apiKey: "k" });
+  await assert.rejects(c.exportAudit({}, "csv"), (err) =>
+    err instanceof GuardError && err.status === 200 && err.code === "" &&
+    err.message.includes('"text/html; charset=utf-8", not text/csv'));
+  await srv.close();
+});
