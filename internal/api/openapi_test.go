@@ -44,6 +44,12 @@ const (
 	oasAdminKey = "k-admin"
 )
 
+// Answers in Prometheus's protobuf format (GET /metrics) are bytes to
+// the validator.
+func init() {
+	openapi3filter.RegisterBodyDecoder("application/vnd.google.protobuf", openapi3filter.FileBodyDecoder)
+}
+
 // oasChecker drives Guard's real handler and holds every request and
 // answer to docs/openapi.yaml.
 type oasChecker struct {
@@ -202,7 +208,32 @@ func (v *oasChecker) do(ex exchange) answer {
 	if err := v.validateResponse(in, w.Code, w.Header(), w.Body.Bytes()); err != nil {
 		t.Errorf("%s: answer %d %s: %v", name, w.Code, w.Body, err)
 	}
+	if missing := v.undeclaredHeaders(route.Operation, w.Code, w.Header()); len(missing) > 0 {
+		t.Errorf("%s: answer %d carries %v, which the document does not declare for it", name, w.Code, missing)
+	}
 	return answer{w: w, in: in}
+}
+
+// undeclaredHeaders lists the headers of the document's components that
+// an answer carries but the document does not declare for that answer: a
+// header Guard sends (Cache-Control, Retry-After, ...) must be in the
+// answer's description, not only allowed as an extra.
+func (v *oasChecker) undeclaredHeaders(op *openapi3.Operation, status int, h http.Header) []string {
+	ref := op.Responses.Status(status)
+	if ref == nil || ref.Value == nil {
+		return nil // ValidateResponse has already refused the status
+	}
+	var missing []string
+	for name := range v.doc.Components.Headers {
+		if h.Get(name) == "" {
+			continue
+		}
+		if _, ok := ref.Value.Headers[name]; !ok {
+			missing = append(missing, name)
+		}
+	}
+	sort.Strings(missing)
+	return missing
 }
 
 // validateResponse holds an answer to the document. NDJSON has no
@@ -297,6 +328,18 @@ func testOpenAPIOperations(v *oasChecker) {
 	t := v.t
 	for _, target := range []string{"/healthz", "/readyz", "/metrics"} {
 		v.do(exchange{method: "GET", target: target, status: 200})
+	}
+	// Every media type the document lists for /metrics is one Guard
+	// answers when asked for it (protobuf only with its parameters).
+	for mt := range v.doc.Paths.Value("/metrics").Get.Responses.Status(200).Value.Content {
+		accept := mt
+		if mt == "application/vnd.google.protobuf" {
+			accept += "; proto=io.prometheus.client.MetricFamily; encoding=delimited"
+		}
+		a := v.do(exchange{method: "GET", target: "/metrics", header: http.Header{"Accept": {accept}}, status: 200})
+		if got, _, _ := mime.ParseMediaType(a.w.Header().Get("Content-Type")); got != mt {
+			t.Errorf("GET /metrics with Accept %s: Content-Type %q", mt, a.w.Header().Get("Content-Type"))
+		}
 	}
 	v.do(exchange{method: "GET", target: "/v1/policy", key: oasAdminKey, status: 200})
 
