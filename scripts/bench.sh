@@ -32,7 +32,8 @@
 # and prints for each run decisions/s, p50/p99, Redis CPU per decision
 # (INFO commandstats and the process's CPU), Guard's and Postgres's CPU per
 # decision (from /proc), the machine's busy, idle and steal shares during
-# each HTTP phase (/proc/stat), and the ratios of the run, and with more than one
+# each HTTP phase and the raw -P 1 call (/proc/stat), and the ratios of the
+# run, marked when a phase lost 5% or more to steal, and with more than one
 # run the median of every figure and of every ratio. Installs
 # redis-server, postgresql and wrk with apt-get when missing. Never
 # touches the shared Redis or Postgres.
@@ -269,14 +270,16 @@ audit_rows() { psql -w "$db" -qAtc "SELECT count(*) FROM audit_events"; }
 
 # 1. Raw baselines: PING; Guard's function by FCALL, -P 1 and -P 16.
 raw_phase() {
-	local r0 r1 csv
+	local r0 r1 m0 csv
 	log "run $run: redis-benchmark PING and FCALL (3-rule login), c=$conns"
 	rcli flushall >/dev/null
 	put ping "$(csv_field "$(rb -P 1 -t ping_mbulk)" 2)"
 	rcli flushall >/dev/null
 	rcli config resetstat >/dev/null
 	r0=$(cpu_ticks "$(redis_pid)")
+	m0=$(sys_ticks)
 	csv=$(rb_login -P 1)
+	put fcall_machine "$(machine_share "$m0" "$(sys_ticks)")"
 	r1=$(cpu_ticks "$(redis_pid)")
 	put fcall "$(csv_field "$csv" 2)"
 	put fcall_p50 "$(csv_field "$csv" 5)"
@@ -381,6 +384,20 @@ ratios() {
 	fi
 }
 
+# stolen R prints, for a run whose phases lost 5% or more of the machine
+# to steal (other guests of the host), which phases and how much: the
+# ratios compare phases, so one stolen phase skews them.
+stolen() {
+	local phase share steal out=""
+	[ "$1" != median ] || return 0
+	for phase in fcall guard http envoy; do
+		share=$(get "$1" "${phase}_machine")
+		steal=$(echo "$share" | sed -n 's/.*_\([0-9]*\)%_steal$/\1/p')
+		if [ -n "$steal" ] && [ "$steal" -ge 5 ]; then out="$out $phase ${steal}%"; fi
+	done
+	[ -z "$out" ] || printf ' (steal in the phases:%s; these ratios say more about the host than about Guard)' "$out"
+}
+
 # report R prints run R's figures, or with R = median the medians of
 # every figure over the runs (each ratio the median of the runs' ratios).
 report() {
@@ -395,6 +412,7 @@ raw Redis
   FCALL 3-rule login, -P 1      $(v fcall) decisions/s, p50/p99 $(v fcall_p50) / $(v fcall_p99) ms
   FCALL 3-rule login, -P 16     $(v fcall_p16) decisions/s
   Redis CPU per FCALL           $(v fcall_usec) us (commandstats), $(v fcall_cpu) us (process)
+  the machine meanwhile (-P 1)  $(m fcall_machine)
   full 100-entry log            ${full_bytes} bytes (MEMORY USAGE)
 
 Guard POST /v1/check over HTTP, audit on Postgres
@@ -412,7 +430,7 @@ bare net/http (scripts/rawhttp), same load
   CPU per request               $(v http_cpu) us
   the machine meanwhile         $(m http_machine)
 
-ratios
+ratios$(stolen "$r")
   Guard / raw FCALL -P 1        $(v r_raw)
   Guard / raw PING              $(v r_ping)
   Guard / bare net/http         $(v r_http) (decisions/s), CPU per decision $(v r_http_cpu)x the bare server's
