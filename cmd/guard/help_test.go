@@ -155,11 +155,12 @@ func TestStrayArguments(t *testing.T) {
 	}
 }
 
-// TestBaseURLFlags: a Guard URL without http:// or https:// (an address
-// as GUARD_LISTEN takes it) is refused naming where it came from, not with
-// net/url's "first path segment in URL cannot contain colon" or the SDK's
-// bare "invalid base URL".
-func TestBaseURLFlags(t *testing.T) {
+// TestURLSources: a bad URL is refused naming where it came from, the
+// flag or the variable: a Guard URL without http:// or https:// (an
+// address as GUARD_LISTEN takes it), not with net/url's "first path
+// segment in URL cannot contain colon" or the SDK's bare "invalid base
+// URL"; bench's Redis URL, from --redis-url or GUARD_REDIS_URL.
+func TestURLSources(t *testing.T) {
 	const want = ": want an http:// or https:// URL such as http://127.0.0.1:8080"
 	tests := []struct {
 		name string
@@ -172,6 +173,9 @@ func TestBaseURLFlags(t *testing.T) {
 		{"health GUARD_URL", []string{"health"}, map[string]string{"GUARD_URL": "127.0.0.1:8080"}, "health: GUARD_URL" + want},
 		{"audit --url address", []string{"audit", "--key", "k-0123456789abcdef", "--url", "127.0.0.1:8080"}, nil, "audit: --url" + want},
 		{"audit GUARD_URL", []string{"audit", "--format", "csv"}, map[string]string{"GUARD_URL": "ftp://127.0.0.1", "GUARD_API_KEY": "k-0123456789abcdef"}, "audit: GUARD_URL" + want},
+		{"bench --redis-url", []string{"bench", "--redis-url", "http://x"}, nil, "bench: --redis-url: redis: invalid URL scheme: http"},
+		{"bench GUARD_REDIS_URL", []string{"bench"}, map[string]string{"GUARD_REDIS_URL": "http://x"}, "bench: GUARD_REDIS_URL: redis: invalid URL scheme: http"},
+		{"bench --redis-url wins", []string{"bench", "--redis-url", "http://x"}, map[string]string{"GUARD_REDIS_URL": "redis://127.0.0.1:1/0"}, "bench: --redis-url: redis: invalid URL scheme: http"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -209,30 +213,6 @@ func TestServeLogSettings(t *testing.T) {
 			err := run(ctx, append([]string{"guard"}, tt.args...), envMap(tt.env), &stdout, &stderr)
 			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
 				t.Errorf("run(%v) = %v, want an error starting %q", tt.args, err, tt.want)
-			}
-		})
-	}
-}
-
-// TestBenchRedisURLSource: a bad Redis URL is named by where it came
-// from, --redis-url or GUARD_REDIS_URL.
-func TestBenchRedisURLSource(t *testing.T) {
-	tests := []struct {
-		name string
-		args []string
-		env  map[string]string
-		want string
-	}{
-		{"flag", []string{"bench", "--redis-url", "http://x"}, nil, "bench: --redis-url: redis: invalid URL scheme: http"},
-		{"environment", []string{"bench"}, map[string]string{"GUARD_REDIS_URL": "http://x"}, "bench: GUARD_REDIS_URL: redis: invalid URL scheme: http"},
-		{"flag wins", []string{"bench", "--redis-url", "http://x"}, map[string]string{"GUARD_REDIS_URL": "redis://127.0.0.1:1/0"}, "bench: --redis-url: redis: invalid URL scheme: http"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			err := run(context.Background(), append([]string{"guard"}, tt.args...), envMap(tt.env), &stdout, &stderr)
-			if err == nil || err.Error() != tt.want {
-				t.Errorf("run(%v) = %v, want %q", tt.args, err, tt.want)
 			}
 		})
 	}
