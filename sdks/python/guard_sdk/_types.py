@@ -124,13 +124,18 @@ class LockoutEntry:
         return _known(cls, d)
 
 
-class LockoutPage(List[LockoutEntry]):
+class _Page(List[_T]):
+    """A page of a listing: a list of its items, plus ``next_cursor``, the ``cursor`` of the next
+    page (None on the last)."""
+
+    def __init__(self, items: Iterable[_T] = (), next_cursor: Optional[str] = None) -> None:
+        super().__init__(items)
+        self.next_cursor = next_cursor
+
+
+class LockoutPage(_Page[LockoutEntry]):
     """One page of GET /v1/lockouts: a list of its entries, plus ``next_cursor``, the ``cursor``
     of the next page (None when the listing is complete)."""
-
-    def __init__(self, entries: Iterable[LockoutEntry] = (), next_cursor: Optional[str] = None) -> None:
-        super().__init__(entries)
-        self.next_cursor = next_cursor
 
 
 @dataclass
@@ -168,13 +173,9 @@ class AuditEvent:
         return _known(cls, d)
 
 
-class AuditPage(List[AuditEvent]):
+class AuditPage(_Page[AuditEvent]):
     """One page of GET /v1/audit, newest first: a list of its events, plus ``next_cursor``, the
     ``cursor`` of the next page (None when no event follows)."""
-
-    def __init__(self, events: Iterable[AuditEvent] = (), next_cursor: Optional[str] = None) -> None:
-        super().__init__(events)
-        self.next_cursor = next_cursor
 
     @classmethod
     def from_wire(cls, d: Dict[str, Any]) -> "AuditPage":
