@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -66,20 +65,19 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err := durationFlagAtLeast("serve", "shutdown-timeout", *shutdownTimeout, minShutdownTimeout); err != nil {
 		return err
 	}
-	// A bad value that no flag gave came from the environment: name the
-	// variable, as config check does.
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	for _, s := range []struct{ flag, env, format, level string }{
-		{"log-format", config.EnvLogFormat, *logFormat, "info"},
-		{"log-level", config.EnvLogLevel, "text", *logLevel},
-	} {
-		if _, err := config.NewLogger(io.Discard, s.format, s.level); err != nil && !given[s.flag] {
-			return fmt.Errorf("serve: %s: %w", s.env, err)
-		}
-	}
 	logger, err := config.NewLogger(e.stderr, *logFormat, *logLevel)
 	if err != nil {
+		// A bad value that no flag gave came from the environment: name
+		// the variable, as config check does.
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		flagOf := map[string]string{config.EnvLogFormat: "log-format", config.EnvLogLevel: "log-level"}
+		for _, p := range config.LogProblems(e.env) {
+			var ce *config.Error
+			if errors.As(p, &ce) && !given[flagOf[ce.File]] {
+				return fmt.Errorf("serve: %w", p)
+			}
+		}
 		return fmt.Errorf("serve: %w", err)
 	}
 	limits.UseLogger(logger)

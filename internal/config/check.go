@@ -81,14 +81,14 @@ func Check(path string, env Env) (*Config, CheckResult) {
 	}
 	cfg, err := Load(path, env)
 	if err != nil {
-		res.Problems = append(unjoin(err), logProblems(env)...)
+		res.Problems = append(unjoin(err), LogProblems(env)...)
 		return nil, res
 	}
 	// serve's own rules, on the same config and environment.
 	if err := cfg.keySecretProblem(); err != nil {
 		res.Problems = append(res.Problems, err)
 	}
-	res.Problems = append(res.Problems, logProblems(env)...)
+	res.Problems = append(res.Problems, LogProblems(env)...)
 	if len(res.Problems) > 0 {
 		return nil, res
 	}
@@ -112,10 +112,11 @@ func Check(path string, env Env) (*Config, CheckResult) {
 	return cfg, res
 }
 
-// logProblems are the log settings of the environment that serve would
-// refuse (GUARD_LOG_FORMAT, GUARD_LOG_LEVEL: NewLogger), each under its
-// variable's name; serve's --log-format and --log-level win over them.
-func logProblems(env Env) []error {
+// LogProblems are the log settings of the environment that serve would
+// refuse (GUARD_LOG_FORMAT, GUARD_LOG_LEVEL: NewLogger), each an *Error
+// under its variable's name; serve's --log-format and --log-level win
+// over them.
+func LogProblems(env Env) []error {
 	var ps []error
 	if v := env.Get(EnvLogFormat); v != "" {
 		if _, err := NewLogger(io.Discard, v, "info"); err != nil {
