@@ -179,6 +179,8 @@ func (k *keyer) hash(id *identity, d dimIndex) string {
 //	reservation  <prefix>{<tag>}r:<decision_id> (reserve_failures; the
 //	             tag of the failure logs it remembers, see recordKeys)
 //	lock index   <prefix>{<hash>}x (the locks that involve one identity)
+//	sign-ins     <prefix>{<hash>}s (a client address's refused review
+//	             sign-ins, see signInKey)
 
 // tagDim is the dimension whose hash tags d's keys.
 func tagDim(d dimIndex) dimIndex {
@@ -250,14 +252,25 @@ func (k *keyer) open(sealed string) (string, bool) {
 	return string(raw), true
 }
 
-func (k *keyer) cursorMAC(cursor string) string {
+func (k *keyer) cursorMAC(cursor string) string { return k.tagged('c', cursor, 12) }
+
+// signInKey is the log of a client address's refused review sign-ins
+// (abuse.SignInBlocked): "<prefix>{<hash>}s", the hash's input tagged 's'
+// so it equals no identity's or cursor's, and the key shares no slot with
+// any identity's.
+func (k *keyer) signInKey(client string) string {
+	return k.prefix + "{" + k.tagged('s', client, hashBytes) + "}s"
+}
+
+// tagged is base64url of the first n bytes of an HMAC of tag and s.
+func (k *keyer) tagged(tag byte, s string, n int) string {
 	st := k.macs.Get().(*macState)
 	defer k.macs.Put(st)
 	st.mac.Reset()
-	st.mac.Write([]byte{'c'})
-	st.mac.Write([]byte(cursor))
+	st.mac.Write([]byte{tag})
+	st.mac.Write([]byte(s))
 	sum := st.mac.Sum(st.out[:0])
-	return base64.RawURLEncoding.EncodeToString(sum[:12])
+	return base64.RawURLEncoding.EncodeToString(sum[:n])
 }
 
 // lockIndexes are the lockout index keys of a lock of dimension d: one per

@@ -457,7 +457,7 @@ func (s *server) handleUILogin(c *gin.Context) {
 	}
 	peer, client := s.signInAddrs(c)
 	who := signInClient(client)
-	if wait, blocked := s.signIns.blocked(who); blocked {
+	if wait, blocked := s.signInBlocked(c, who); blocked {
 		secs := int((wait + time.Second - 1) / time.Second)
 		loggerFrom(c).Warn("review sign-in refused", "reason", "too many refused sign-ins", "peer", peer, "client", client)
 		c.Header("Retry-After", strconv.Itoa(secs))
@@ -468,7 +468,7 @@ func (s *server) handleUILogin(c *gin.Context) {
 	key := strings.TrimSpace(c.PostForm("key"))
 	k, ok := lookup(s.keys, key)
 	if key == "" || !ok {
-		s.signIns.refused(who)
+		s.signInRefused(c, who)
 		loggerFrom(c).Info("review sign-in refused", "reason", "unknown key", "peer", peer, "client", client)
 		s.renderPage(c, http.StatusUnauthorized, s.ui.login, "Sign in", loginData{Next: next, Error: "That key is not valid."})
 		return

@@ -1,13 +1,19 @@
 package api
 
 import (
+	"context"
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/gin-gonic/gin"
 )
 
 // Refused review sign-ins are limited per client address, so the sign-in
-// form is no oracle for guessing API keys at the network's speed.
+// form is no oracle for guessing API keys at the network's speed: in the
+// limit store when the Guard keeps a shared count (sharedSignIns), and on
+// each instance (signInLimiter), which holds alone when the shared count
+// cannot be read.
 const (
 	// signInFailures is how many refused sign-ins a client address may
 	// make per signInWindow; beyond that /ui/login answers 429 without
@@ -20,6 +26,43 @@ const (
 	// limit.
 	signInClients = 10000
 )
+
+// sharedSignIns is implemented by *abuse.Guard: refused sign-ins counted
+// in the limit store, one count per client address for every instance on
+// one Redis.
+type sharedSignIns interface {
+	SignInBlocked(ctx context.Context, client string, limit int, window time.Duration) (time.Duration, bool, error)
+	SignInRefused(ctx context.Context, client string, limit int, window time.Duration) error
+}
+
+// signInBlocked reports whether client has used up its refused sign-ins,
+// and for how long it stays blocked: by the shared count when the Guard
+// keeps one, and by this instance's own, which holds when the shared count
+// cannot be read (or was lost, a Redis flushed) and is never looser.
+func (s *server) signInBlocked(c *gin.Context, client string) (time.Duration, bool) {
+	wait, blocked := s.signIns.blocked(client)
+	if sh, ok := s.deps.Guard.(sharedSignIns); ok {
+		w, b, err := sh.SignInBlocked(c.Request.Context(), client, signInFailures, signInWindow)
+		switch {
+		case err != nil:
+			loggerFrom(c).Warn("review sign-ins: the shared count is unavailable, this instance's own holds", "err", err)
+		case b:
+			wait, blocked = max(wait, w), true
+		}
+	}
+	return wait, blocked
+}
+
+// signInRefused counts a refused sign-in of client, in the shared count
+// when the Guard keeps one and in this instance's own.
+func (s *server) signInRefused(c *gin.Context, client string) {
+	s.signIns.refused(client)
+	if sh, ok := s.deps.Guard.(sharedSignIns); ok {
+		if err := sh.SignInRefused(c.Request.Context(), client, signInFailures, signInWindow); err != nil {
+			loggerFrom(c).Warn("review sign-ins: the refusal is counted on this instance only", "err", err)
+		}
+	}
+}
 
 // signInLimiter counts refused sign-ins per client in fixed windows that
 // start at a client's first refusal. Expired windows are pruned on use.
