@@ -79,6 +79,8 @@ type sessions struct {
 	// sharedWarned is when a failure of the shared sign-outs was last
 	// logged (unix ns): at most one warning a minute.
 	sharedWarned atomic.Int64
+	// unshared are the sign-outs the shared store could not record yet.
+	unshared unsharedSignOuts
 }
 
 // session is what a valid cookie says.
@@ -94,7 +96,8 @@ func newSessions(secret []byte, now func() time.Time) *sessions {
 		secret = make([]byte, 32)
 		_, _ = rand.Read(secret)
 	}
-	return &sessions{secret: append([]byte(nil), secret...), now: now, revoked: map[string]time.Time{}}
+	return &sessions{secret: append([]byte(nil), secret...), now: now, revoked: map[string]time.Time{},
+		unshared: unsharedSignOuts{now: now, first: signOutRetry}}
 }
 
 func (s *sessions) mac(parts ...string) []byte {
@@ -502,16 +505,19 @@ func (s *server) signInAddrs(c *gin.Context) (peer, client string) {
 }
 
 // shareRevocation records a sign-out for the other instances
-// (Deps.Revocations). When the store fails, the sign-out holds here only,
-// and the log says so.
+// (Deps.Revocations). When the store fails, the sign-out holds here at
+// once and is recorded again in the background (unsharedSignOuts), and
+// the log says so.
 func (s *server) shareRevocation(c *gin.Context, nonce string) {
 	if s.deps.Revocations == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), revocationWait)
 	defer cancel()
-	if err := s.deps.Revocations.RevokeSession(ctx, nonceDigest(nonce), s.sess.revokedUntil()); err != nil {
-		loggerFrom(c).Warn("review sign-out not shared with the other instances: it holds on this one only", "err", err)
+	digest, until := nonceDigest(nonce), s.sess.revokedUntil()
+	if err := s.deps.Revocations.RevokeSession(ctx, digest, until); err != nil {
+		loggerFrom(c).Warn("review sign-out not shared with the other instances yet: it holds on this one, and is retried in the background", "err", err)
+		s.sess.unshared.add(s.deps.Revocations, s.log, digest, until)
 	}
 }
 

@@ -1,7 +1,6 @@
 package limits_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -188,31 +187,13 @@ func scrapeMetric(t *testing.T, m *metrics.Metrics, series string) string {
 	return "(absent)"
 }
 
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestFailoverFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault tests start and kill a redis-server; skipped with -short")
 	}
 	srv := testenv.PrivateRedis(t)
 	sink := newWebhookSink(t)
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	m := metrics.New()
 	notifier := alert.New(logger, alert.Config{

@@ -1,7 +1,6 @@
 package reload
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -18,6 +17,7 @@ import (
 	"github.com/guardhq/guard/internal/audit"
 	"github.com/guardhq/guard/internal/config"
 	"github.com/guardhq/guard/internal/limits"
+	"github.com/guardhq/guard/internal/testenv"
 )
 
 // The test stack: a Reloader wired as serve wires it, over a config file
@@ -47,37 +47,19 @@ func (r *recorder) admin() []audit.Event {
 	return out
 }
 
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // stack is a Reloader wired as serve wires it: one memory store and one
 // recorder under every runtime, the config re-read from path.
 type stack struct {
 	path string
 	r    *Reloader
 	rec  *recorder
-	log  *syncBuffer
+	log  *testenv.SyncBuffer
 	srv  *httptest.Server
 }
 
 func newStack(t *testing.T, first string, alerts *alert.Notifier) *stack {
 	t.Helper()
-	s := &stack{path: filepath.Join(t.TempDir(), "guard.yaml"), rec: &recorder{}, log: &syncBuffer{}}
+	s := &stack{path: filepath.Join(t.TempDir(), "guard.yaml"), rec: &recorder{}, log: &testenv.SyncBuffer{}}
 	s.write(t, first)
 	logger := slog.New(slog.NewTextHandler(s.log, nil))
 	store := limits.NewMemory(limits.MemoryConfig{})
