@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -324,8 +325,9 @@ func (f *FailoverStore) Unlock(ctx context.Context, req *UnlockRequest) (bool, e
 // on the primary only (ErrBadCursor when the primary fails it with the
 // breaker open: the listing is the fallback's now), a page of the
 // fallback only while the breaker is open (else ErrBadCursor, whatever
-// the filter). A primary that cannot be reached is asked once more within
-// the allowance before the listing fails.
+// the filter). A primary whose connection failed under the listing is
+// asked once more within the allowance before the listing fails; one that
+// refuses connections is not.
 func (f *FailoverStore) Lockouts(ctx context.Context, q *LockQuery) (LockPage, error) {
 	from := ""
 	if q.Cursor != "" {
@@ -343,11 +345,12 @@ func (f *FailoverStore) Lockouts(ctx context.Context, q *LockQuery) (LockPage, e
 	if from != "f" {
 		pctx, cancel := context.WithTimeout(ctx, f.cfg.AdminTimeout)
 		page, err = f.primary.Lockouts(pctx, q)
-		if err != nil && errors.Is(err, ErrUnavailable) && pctx.Err() == nil {
+		if err != nil && errors.Is(err, ErrUnavailable) && !errors.Is(err, syscall.ECONNREFUSED) && pctx.Err() == nil {
 			// A read, so it may run again: once, within the same
 			// allowance, for a connection that the server closed under
 			// it (a Sentinel failover, a restart). A hung server has
-			// spent the allowance already.
+			// spent the allowance already, and one that refuses
+			// connections would only refuse them again.
 			page, err = f.primary.Lockouts(pctx, q)
 		}
 		cancel()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,17 +17,21 @@ import (
 
 // dropFirst fails the first n commands named name as a connection the
 // server closed under them would (net.ErrClosed), then lets every command
-// through to the real server.
+// through to the real server; seen counts the commands named name.
 type dropFirst struct {
 	name string
 	n    atomic.Int64
+	seen atomic.Int64
 }
 
 func (h *dropFirst) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *dropFirst) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if cmd.Name() == h.name && h.n.Add(-1) >= 0 {
+		if cmd.Name() != h.name {
+			return next(ctx, cmd)
+		}
+		if h.seen.Add(1); h.n.Add(-1) >= 0 {
 			cmd.SetErr(net.ErrClosed)
 			return net.ErrClosed
 		}
@@ -72,5 +77,32 @@ func TestFailoverListingRetriesOnce(t *testing.T) {
 	}
 	if fo.Degraded() {
 		t.Errorf("Degraded() = true; listings never open the breaker")
+	}
+}
+
+// TestFailoverListingRefusedOnce: a primary that refuses connections is
+// asked once: a second attempt would only be refused again.
+func TestFailoverListingRefusedOnce(t *testing.T) {
+	dead := testenv.PrivateRedis(t)
+	url := dead.URL()
+	dead.Kill()
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.MaxRetries = -1
+	client := redis.NewClient(opt)
+	defer client.Close()
+	hook := &dropFirst{name: "time"}
+	client.AddHook(hook)
+	fo := limits.NewFailover(nil, limits.FailoverConfig{Budget: 50 * time.Millisecond, ProbeInterval: time.Hour},
+		limits.NewRedis(client, limits.RedisStoreConfig{}), limits.NewMemory(limits.MemoryConfig{}), limits.FailoverEvents{})
+	defer fo.Close()
+	_, err = fo.Lockouts(context.Background(), &limits.LockQuery{Pattern: "guardtest:*", Limit: 10})
+	if !errors.Is(err, limits.ErrUnavailable) || !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("listing on a refusing primary: %v; want ErrUnavailable and ECONNREFUSED", err)
+	}
+	if n := hook.seen.Load(); n != 1 {
+		t.Errorf("the refusing primary was asked %d times; want 1", n)
 	}
 }
