@@ -7,6 +7,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -236,9 +237,10 @@ func (v *oasChecker) undeclaredHeaders(op *openapi3.Operation, status int, h htt
 	return missing
 }
 
-// validateResponse holds an answer to the document. NDJSON has no
-// decoder: its status and headers are validated as any answer's, and each
-// line against the schema of the media type (one event).
+// validateResponse holds an answer to the document. An answer the
+// document gives no content has no body. NDJSON has no decoder: its
+// status and headers are validated as any answer's, and each line against
+// the schema of the media type (one event).
 func (v *oasChecker) validateResponse(in *openapi3filter.RequestValidationInput, status int, h http.Header, body []byte) error {
 	opts := *v.opts
 	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
@@ -249,10 +251,20 @@ func (v *oasChecker) validateResponse(in *openapi3filter.RequestValidationInput,
 	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
 		return err
 	}
+	declared := in.Route.Operation.Responses.Status(status)
+	if declared == nil || declared.Value == nil {
+		return fmt.Errorf("status %d is not in the document", status)
+	}
+	if len(declared.Value.Content) == 0 {
+		if len(body) > 0 {
+			return fmt.Errorf("a body of %d bytes (%.40q), where the document declares none", len(body), body)
+		}
+		return nil
+	}
 	if !ndjson {
 		return nil
 	}
-	media := in.Route.Operation.Responses.Status(status).Value.Content.Get(mt)
+	media := declared.Value.Content.Get(mt)
 	if media == nil {
 		return errors.New("the document has no " + mt + " answer")
 	}
@@ -569,6 +581,12 @@ func testOpenAPIDrift(v *oasChecker) {
 	}
 	if err := v.validateResponse(a.in, http.StatusTeapot, a.w.Header(), a.w.Body.Bytes()); err == nil {
 		t.Error("an undocumented status passes the document")
+	}
+	// An answer the document declares without content has no body.
+	a = v.do(exchange{method: "GET", target: "/v1/forward-auth?action=login", key: oasCheckKey, status: 204,
+		header: http.Header{"X-Forwarded-For": {"198.51.100.30"}}})
+	if err := v.validateResponse(a.in, a.w.Code, a.w.Header(), []byte(`{}`)); err == nil {
+		t.Error("a forward-auth 204 with a body passes the document")
 	}
 }
 
