@@ -8,8 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"maps"
 	"mime"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -58,7 +61,11 @@ type oasChecker struct {
 	doc    *openapi3.T
 	router routers.Router
 	h      http.Handler
-	opts   *openapi3filter.Options
+	// srv serves h as guard serve does (net/http with Guard's listener
+	// and wiring): HEAD requests go to it, since net/http, not the
+	// handler, drops a HEAD's body.
+	srv  *httptest.Server
+	opts *openapi3filter.Options
 	// seen holds the operations exercised ("POST /v1/check").
 	seen map[string]bool
 }
@@ -97,8 +104,31 @@ func newOASChecker(t *testing.T) *oasChecker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &oasChecker{t: t, doc: doc, router: router, h: oasHandler(t), seen: map[string]bool{},
+	h := oasHandler(t)
+	srv := httptest.NewUnstartedServer(wireContext(h))
+	srv.Listener = api.Listener(srv.Listener)
+	api.WireServer(srv.Config)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return &oasChecker{t: t, doc: doc, router: router, h: h, srv: srv, seen: map[string]bool{},
 		opts: &openapi3filter.Options{AuthenticationFunc: bearerPresent, IncludeResponseStatus: true}}
+}
+
+// oasGone is a request header, only between the checker and its server,
+// asking for the request's context to be cancelled before Guard sees it
+// (exchange.ctx over the wire).
+const oasGone = "Oas-Test-Gone"
+
+func wireContext(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(oasGone) != "" {
+			r.Header.Del(oasGone)
+			ctx, cancel := context.WithCancel(r.Context())
+			cancel()
+			r = r.WithContext(ctx)
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // oasHandler is Guard's real handler over the integration stack's
@@ -125,8 +155,10 @@ func oasHandler(t *testing.T) http.Handler {
 			{Name: "secteam", Scopes: []string{api.ScopeAuditRead}, Key: oasAuditKey},
 			{Name: "ops", Scopes: []string{api.ScopeAdmin}, Key: oasAdminKey},
 		},
-		// httptest's peer, 192.0.2.1, is the proxy.
-		ForwardAuth: api.ForwardAuthConfig{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("192.0.2.1/32")}},
+		// httptest's peer, 192.0.2.1, is the proxy, and so is the
+		// loopback peer of requests over the wire.
+		ForwardAuth: api.ForwardAuthConfig{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("192.0.2.1/32"),
+			netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("::1/128")}},
 	}, api.Deps{Guard: st.guard, Audit: st.store, Cursors: audit.NewCursorCodec([]byte("cursor-secret")),
 		Now: st.clock.Now, Metrics: m.Handler(), Observer: m})
 	if err != nil {
@@ -174,14 +206,19 @@ func (ex exchange) request() *http.Request {
 // do sends ex to Guard and holds the request and the answer to the
 // document. A request the document does not route (an unknown path, a
 // method a path does not take) must be answered 404 or 405 with the
-// error body.
+// error body (to a HEAD, with none).
 func (v *oasChecker) do(ex exchange) answer {
 	t := v.t
 	t.Helper()
 	name := ex.method + " " + ex.target
 	route, params, routeErr := v.router.FindRoute(ex.request())
-	w := httptest.NewRecorder()
-	v.h.ServeHTTP(w, ex.request())
+	var w *httptest.ResponseRecorder
+	if ex.method == http.MethodHead {
+		w = v.wire(ex)
+	} else {
+		w = httptest.NewRecorder()
+		v.h.ServeHTTP(w, ex.request())
+	}
 	if w.Code != ex.status {
 		t.Errorf("%s: status %d, want %d (%s)", name, w.Code, ex.status, w.Body)
 	}
@@ -189,7 +226,11 @@ func (v *oasChecker) do(ex exchange) answer {
 		if w.Code != http.StatusNotFound && w.Code != http.StatusMethodNotAllowed {
 			t.Errorf("%s: the document has no operation for it (%v), and Guard answers %d", name, routeErr, w.Code)
 		}
-		if err := v.visitSchema("Error", w.Body.Bytes()); err != nil {
+		if ex.method == http.MethodHead {
+			if w.Body.Len() > 0 {
+				t.Errorf("%s: answer %d with a body %q", name, w.Code, w.Body)
+			}
+		} else if err := v.visitSchema("Error", w.Body.Bytes()); err != nil {
 			t.Errorf("%s: error body %s: %v", name, w.Body, err)
 		}
 		if w.Header().Get("X-Request-Id") == "" {
@@ -213,6 +254,98 @@ func (v *oasChecker) do(ex exchange) answer {
 		t.Errorf("%s: answer %d carries %v, which the document does not declare for it", name, w.Code, missing)
 	}
 	return answer{w: w, in: in}
+}
+
+// wire sends ex to Guard over a connection to v.srv and reads the answer
+// as the bytes on the wire: whatever follows a HEAD answer's header
+// section is its body (http.ReadResponse would not read one).
+func (v *oasChecker) wire(ex exchange) *httptest.ResponseRecorder {
+	t := v.t
+	t.Helper()
+	req := ex.request()
+	if ex.ctx != nil {
+		if ex.ctx.Err() == nil {
+			t.Fatalf("%s %s: only a cancelled context goes over the wire", ex.method, ex.target)
+		}
+		req.Header.Set(oasGone, "1")
+	}
+	req.Close = true // the server closes after its answer: the rest is its body
+	conn, err := net.Dial("tcp", v.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := req.Write(conn); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatalf("%s %s: %v", ex.method, ex.target, err)
+	}
+	br := bufio.NewReader(bytes.NewReader(raw))
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		t.Fatalf("%s %s: %v in %q", ex.method, ex.target, err, raw)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: %v", ex.method, ex.target, err)
+	}
+	rest, _ := io.ReadAll(br)
+	w := httptest.NewRecorder()
+	maps.Copy(w.Header(), resp.Header)
+	w.Code = resp.StatusCode
+	w.Body.Write(body)
+	w.Body.Write(rest)
+	return w
+}
+
+// head sends ex as GET, then as HEAD (RFC 9110 §9.3.2): the HEAD must
+// have the GET's status and headers (sameAsGET), and no body (do refuses
+// one, since no head operation declares content). Only for requests that
+// change nothing, so that both get the same answer: a forward-auth HEAD
+// counts an attempt, and goes through do alone.
+func (v *oasChecker) head(ex exchange) (get, head answer) {
+	v.t.Helper()
+	ex.method = http.MethodGet
+	get = v.do(ex)
+	ex.method = http.MethodHead
+	head = v.do(ex)
+	if err := sameAsGET(get.w.Code, get.w.Header(), head.w.Code, head.w.Header()); err != nil {
+		v.t.Errorf("HEAD %s: %v", ex.target, err)
+	}
+	return get, head
+}
+
+// headFraming are the headers net/http writes itself, by the answer's
+// framing and the time: a HEAD answer over the wire has them, a GET
+// answer from a ResponseRecorder not.
+var headFraming = map[string]bool{"Date": true, "Content-Length": true, "Connection": true, "Transfer-Encoding": true}
+
+// sameAsGET checks that a HEAD answer has a GET's status and headers,
+// with the same values except the request id (fresh for each).
+func sameAsGET(getCode int, get http.Header, headCode int, head http.Header) error {
+	if headCode != getCode {
+		return fmt.Errorf("status %d, GET's %d", headCode, getCode)
+	}
+	for k := range get {
+		if k == "X-Request-Id" {
+			if head.Get(k) == "" {
+				return errors.New("no X-Request-Id")
+			}
+		} else if !slices.Equal(head.Values(k), get.Values(k)) {
+			return fmt.Errorf("%s %q, GET's %q", k, head.Values(k), get.Values(k))
+		}
+	}
+	for k := range head {
+		if _, ok := get[k]; !ok && !headFraming[k] {
+			return fmt.Errorf("%s %q, which GET's answer does not carry", k, head.Values(k))
+		}
+	}
+	return nil
 }
 
 // undeclaredHeaders lists the headers of the document's components that
@@ -242,6 +375,15 @@ func (v *oasChecker) undeclaredHeaders(op *openapi3.Operation, status int, h htt
 // status and headers are validated as any answer's, and each line against
 // the schema of the media type (one event).
 func (v *oasChecker) validateResponse(in *openapi3filter.RequestValidationInput, status int, h http.Header, body []byte) error {
+	if in.Request.Method == http.MethodHead {
+		// kin-openapi's ValidateResponse passes every answer to a HEAD
+		// unseen: the answer is held to the head operation (in.Route) as
+		// if it answered a GET.
+		asGET := *in
+		asGET.Request = in.Request.Clone(context.Background())
+		asGET.Request.Method = http.MethodGet
+		in = &asGET
+	}
 	opts := *v.opts
 	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
 	ndjson := mt == audit.ContentTypeNDJSON
@@ -323,6 +465,7 @@ func TestOpenAPI(t *testing.T) {
 	}
 	t.Run("operations", func(t *testing.T) { v.t = t; testOpenAPIOperations(v) })
 	t.Run("errors", func(t *testing.T) { v.t = t; testOpenAPIErrors(v) })
+	t.Run("head", func(t *testing.T) { v.t = t; testOpenAPIHead(v) })
 	t.Run("drift", func(t *testing.T) { v.t = t; testOpenAPIDrift(v) })
 	t.Run("methods", func(t *testing.T) { v.t = t; testOpenAPIMethods(v) })
 
@@ -543,6 +686,68 @@ func testOpenAPIErrors(v *oasChecker) {
 		header: http.Header{"Accept": {audit.ContentTypeNDJSON}}}), "unavailable", "")
 }
 
+// testOpenAPIHead exercises the head operations: each HEAD of a read
+// against its GET, and forward-auth's HEADs, which are checks.
+func testOpenAPIHead(v *oasChecker) {
+	t := v.t
+	for _, target := range []string{"/healthz", "/readyz", "/metrics"} {
+		v.head(exchange{target: target, status: 200})
+	}
+	for mt := range v.doc.Paths.Value("/metrics").Get.Responses.Status(200).Value.Content {
+		accept := mt
+		if mt == "application/vnd.google.protobuf" {
+			accept += "; proto=io.prometheus.client.MetricFamily; encoding=delimited"
+		}
+		v.head(exchange{target: "/metrics", header: http.Header{"Accept": {accept}}, status: 200})
+	}
+	v.head(exchange{target: "/v1/policy", key: oasAdminKey, status: 200})
+	v.head(exchange{target: "/v1/lockouts?limit=1", key: oasAdminKey, status: 200})
+	v.head(exchange{target: "/v1/lockouts?dimension=ip&ledger=auth", key: oasAdminKey, status: 200})
+	v.head(exchange{target: "/v1/audit?limit=2", key: oasAuditKey, status: 200})
+	for _, ct := range []string{audit.ContentTypeNDJSON, audit.ContentTypeCSV} {
+		_, a := v.head(exchange{target: "/v1/audit?kind=check", key: oasAuditKey, header: http.Header{"Accept": {ct}}, status: 200})
+		if got, _, _ := mime.ParseMediaType(a.w.Header().Get("Content-Type")); got != ct {
+			t.Errorf("HEAD /v1/audit with Accept %s: Content-Type %q", ct, a.w.Header().Get("Content-Type"))
+		}
+	}
+
+	// A HEAD runs no export: its headers, even where the GET is 503
+	// (here the request is gone before the store answers).
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	v.do(exchange{method: "HEAD", target: "/v1/audit", key: oasAuditKey, ctx: gone, status: 200,
+		header: http.Header{"Accept": {audit.ContentTypeNDJSON}}})
+
+	// Errors answer HEAD as GET, without the error body.
+	v.head(exchange{target: "/v1/lockouts?limit=0", key: oasAdminKey, status: 400, offDoc: true})
+	v.head(exchange{target: "/v1/audit?cursor=forged", key: oasAuditKey, status: 400})
+	v.head(exchange{target: "/v1/audit?kind=check", status: 401, offDoc: true})
+	v.head(exchange{target: "/v1/policy", key: "k-nobody", status: 401})
+	v.head(exchange{target: "/v1/lockouts", key: oasAuditKey, status: 403})
+	v.head(exchange{target: "/v1/audit", key: oasCheckKey, status: 403})
+	v.head(exchange{target: "/v1/nope", key: oasAdminKey, status: 404})
+	v.do(exchange{method: "HEAD", target: "/v1/check", key: oasCheckKey, status: 405})
+
+	// Forward-auth: HEAD is a check like GET. An allowed one (204 with a
+	// decision id), then the same client over its limit (429 with
+	// Retry-After), a request without an action, the wrong key.
+	fwd := http.Header{"X-Forwarded-For": {"198.51.100.21"}, "X-Guard-User": {"frank"}}
+	a := v.do(exchange{method: "HEAD", target: "/v1/forward-auth?action=login", key: oasCheckKey, header: fwd, status: 204})
+	if a.w.Header().Get("X-Guard-Decision-Id") == "" || a.w.Header().Get("RateLimit") == "" {
+		t.Errorf("allowed HEAD forward-auth: headers %v, want a decision id and RateLimit", a.w.Header())
+	}
+	for range 2 {
+		v.do(exchange{method: "GET", target: "/v1/forward-auth?action=login", key: oasCheckKey, header: fwd, status: 204})
+	}
+	get := v.do(exchange{method: "GET", target: "/v1/forward-auth?action=login", key: oasCheckKey, header: fwd, status: 429})
+	a = v.do(exchange{method: "HEAD", target: "/v1/forward-auth?action=login", key: oasCheckKey, header: fwd, status: 429})
+	if err := sameAsGET(get.w.Code, get.w.Header(), a.w.Code, a.w.Header()); err != nil {
+		t.Errorf("denied HEAD forward-auth: %v", err)
+	}
+	v.do(exchange{method: "HEAD", target: "/v1/forward-auth", key: oasCheckKey, header: fwd, status: 400, offDoc: true})
+	v.do(exchange{method: "HEAD", target: "/v1/forward-auth?action=login", key: oasAuditKey, header: fwd, status: 403})
+}
+
 // testOpenAPIDrift checks that the validation above would fail on drift:
 // real answers, altered, are refused.
 func testOpenAPIDrift(v *oasChecker) {
@@ -588,23 +793,58 @@ func testOpenAPIDrift(v *oasChecker) {
 	if err := v.validateResponse(a.in, a.w.Code, a.w.Header(), []byte(`{}`)); err == nil {
 		t.Error("a forward-auth 204 with a body passes the document")
 	}
+
+	// A HEAD answer: with a body, with a status the document does not
+	// give it or that is not GET's, without a header it requires.
+	get, head := v.head(exchange{target: "/readyz", status: 200})
+	without := func(k string) http.Header { h := head.w.Header().Clone(); h.Del(k); return h }
+	for _, tc := range []struct {
+		name   string
+		status int
+		header http.Header
+		body   []byte
+	}{
+		{"GET's body", head.w.Code, head.w.Header(), get.w.Body.Bytes()},
+		{"one byte of body", head.w.Code, head.w.Header(), []byte("\n")},
+		{"an undocumented status", http.StatusTeapot, head.w.Header(), nil},
+		{"no Cache-Control", head.w.Code, without("Cache-Control"), nil},
+		{"no X-Request-Id", head.w.Code, without("X-Request-Id"), nil},
+	} {
+		if err := v.validateResponse(head.in, tc.status, tc.header, tc.body); err == nil {
+			t.Errorf("a HEAD /readyz answer with %s passes the document", tc.name)
+		}
+	}
+	if err := v.validateResponse(head.in, http.StatusServiceUnavailable, head.w.Header(), nil); err != nil {
+		t.Errorf("HEAD /readyz answered 503: %v", err)
+	} else if sameAsGET(get.w.Code, get.w.Header(), http.StatusServiceUnavailable, head.w.Header()) == nil {
+		t.Error("a HEAD answered 503 where GET is 200 passes as GET's answer")
+	}
+	if sameAsGET(get.w.Code, get.w.Header(), head.w.Code, without("Cache-Control")) == nil {
+		t.Error("a HEAD answer without GET's Cache-Control passes as GET's answer")
+	}
+	extra := head.w.Header().Clone()
+	extra.Set("Retry-After", "5")
+	if sameAsGET(get.w.Code, get.w.Header(), head.w.Code, extra) == nil {
+		t.Error("a HEAD answer with a header GET's lacks passes as GET's answer")
+	}
 }
 
 // testOpenAPIMethods checks that the document lists every method of each
-// path Guard serves: a 405's Allow names them (with HEAD for GET).
-// forward-auth takes any method and has no 405.
+// path Guard serves: a 405's Allow names them, HEAD beside GET.
+// forward-auth takes any method and has no 405; the document lists its
+// GET and HEAD.
 func testOpenAPIMethods(v *oasChecker) {
 	t := v.t
 	for path, item := range v.doc.Paths.Map() {
+		if item.Get != nil && item.Head == nil {
+			t.Errorf("%s: a get operation without its head", path)
+		}
 		if path == "/v1/forward-auth" {
 			continue
 		}
 		var want []string
 		for method := range item.Operations() {
 			want = append(want, method)
-			if method == http.MethodGet {
-				want = append(want, http.MethodHead)
-			}
 		}
 		a := v.do(exchange{method: "PATCH", target: path, key: oasAdminKey, status: 405})
 		var got []string
