@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
@@ -64,15 +65,6 @@ func (s *server) handleAudit(c *gin.Context) {
 // reading for Exports.WriteTimeout, or when the server begins to stop.
 func (s *server) streamAudit(c *gin.Context, f audit.Filter, ct string) {
 	f.Limit = 0
-	if c.Request.Method == http.MethodHead {
-		// The headers an export would carry, without running it.
-		h := c.Writer.Header()
-		h.Set("Content-Type", ct+"; charset=utf-8")
-		h.Set("Cache-Control", "no-store")
-		h.Set("X-Content-Type-Options", "nosniff")
-		c.Status(http.StatusOK)
-		return
-	}
 	release, ok := s.exports.acquire()
 	if !ok {
 		// Load shedding, not a failure: a WARN at most once a minute
@@ -87,13 +79,26 @@ func (s *server) streamAudit(c *gin.Context, f audit.Filter, ct string) {
 		return
 	}
 	defer release()
-	out := newDeadlineWriter(c.Writer, s.exports.writeTimeout)
-	ctx, stop := s.exportContext(c.Request.Context(), out)
-	defer stop()
 	h := c.Writer.Header()
 	h.Set("Content-Type", ct+"; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
+	if c.Request.Method == http.MethodHead {
+		// The status and headers the export would have, without sending
+		// it: the store is asked for the first event, so a store that
+		// cannot answer is a 503 as for GET.
+		err := s.deps.Audit.Stream(c.Request.Context(), f, func(audit.Event) error { return errHeadProbed })
+		if err != nil && !errors.Is(err, errHeadProbed) {
+			h.Del("Content-Type")
+			writeError(c, dependency(err))
+			return
+		}
+		c.Status(http.StatusOK)
+		return
+	}
+	out := newDeadlineWriter(c.Writer, s.exports.writeTimeout)
+	ctx, stop := s.exportContext(c.Request.Context(), out)
+	defer stop()
 	x, err := audit.NewExporter(out, ct)
 	if err != nil {
 		writeError(c, err)
@@ -113,6 +118,9 @@ func (s *server) streamAudit(c *gin.Context, f audit.Filter, ct string) {
 		panic(http.ErrAbortHandler)
 	}
 }
+
+// errHeadProbed ends a HEAD export's read at its first event.
+var errHeadProbed = errors.New("audit export: HEAD read its first event")
 
 // exportType picks the answer format from Accept: audit.ContentTypeNDJSON
 // or audit.ContentTypeCSV when one of them is the most preferred

@@ -101,6 +101,12 @@ func TestExportConcurrencyCap(t *testing.T) {
 	if code, _ := errorOf(t, w); code != "unavailable" {
 		t.Errorf("code %q, want unavailable", code)
 	}
+	// A HEAD export answers as its GET would (RFC 9110): 503 here too.
+	h := call(srv.Config.Handler, "HEAD", "/v1/audit", keyAudit, "", "Accept", audit.ContentTypeCSV)
+	if h.Code != http.StatusServiceUnavailable || h.Header().Get("Retry-After") != w.Header().Get("Retry-After") {
+		t.Errorf("HEAD export with every slot taken: status %d, Retry-After %q; want 503, %q",
+			h.Code, h.Header().Get("Retry-After"), w.Header().Get("Retry-After"))
+	}
 	// JSON pages are not exports: still served.
 	if w := call(srv.Config.Handler, "GET", "/v1/audit", keyAudit, ""); w.Code != 200 {
 		t.Errorf("JSON page while exports run: %d", w.Code)
