@@ -108,12 +108,19 @@ func accessLog(now func() time.Time) gin.HandlerFunc {
 		if st := stateFrom(c); st == nil || !st.base.Enabled(ctx, level) {
 			return
 		}
+		// The body's bytes as sent: none for HEAD (net/http discards
+		// what the handler writes), 0 rather than gin's -1 when nothing
+		// was written.
+		size := max(c.Writer.Size(), 0)
+		if c.Request.Method == http.MethodHead {
+			size = 0
+		}
 		attrs := []any{
 			"method", c.Request.Method,
 			"path", c.Request.URL.Path,
 			"status", c.Writer.Status(),
 			"duration_ms", float64(now().Sub(start).Microseconds()) / 1000,
-			"bytes", c.Writer.Size(),
+			"bytes", size,
 		}
 		if k, ok := keyFrom(c); ok {
 			attrs = append(attrs, "api_key", k.name)

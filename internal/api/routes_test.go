@@ -9,6 +9,8 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/guardhq/guard/internal/testenv"
 )
 
 func TestAuth(t *testing.T) {
@@ -204,5 +206,38 @@ func TestHealthAndReadiness(t *testing.T) {
 				t.Errorf("metrics = %d %q", w.Code, w.Body)
 			}
 		})
+	}
+}
+
+// TestRequestLogBytes: the access log counts the body's bytes as sent:
+// none for HEAD, whose body net/http discards, and 0 for an answer without
+// a body.
+func TestRequestLogBytes(t *testing.T) {
+	var buf testenv.SyncBuffer // written by the server's goroutines
+	logger := slog.New(slog.NewJSONHandler(&buf, nil))
+	h, err := New(logger, testConfig(), Deps{Guard: &fakeGuard{}, Audit: &fakeAudit{}, Cursors: testCursors})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for _, tc := range []struct {
+		method, path string
+		want         string
+	}{
+		{"GET", "/healthz", `"bytes":15`},
+		{"HEAD", "/healthz", `"bytes":0`},
+		{"HEAD", "/v1/nope", `"bytes":0`},
+	} {
+		from := len(buf.String())
+		req, _ := http.NewRequest(tc.method, srv.URL+tc.path, nil)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if out := buf.String()[from:]; !strings.Contains(out, tc.want) {
+			t.Errorf("%s %s: log %s; want %s", tc.method, tc.path, out, tc.want)
+		}
 	}
 }
