@@ -38,6 +38,8 @@ func (s *server) handleLockouts(c *gin.Context) {
 	if page.Next != "" {
 		out.NextCursor = &page.Next
 	}
+	// Who is locked out now: no cache may keep it (as /v1/audit).
+	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, encodeLockouts(out))
 }
 

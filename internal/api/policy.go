@@ -14,6 +14,9 @@ import (
 // handlePolicy answers GET /v1/policy: the effective policy, which holds
 // no keys or secrets by construction (abuse.Policy has none).
 func (s *server) handlePolicy(c *gin.Context) {
+	// The policy changes on reload, and names the allow and deny lists:
+	// no cache may keep it.
+	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, wirePolicy(s.deps.Guard.Policy()))
 }
 
