@@ -369,3 +369,40 @@ func TestReserveFailuresDistinct(t *testing.T) {
 		wantDecision(t, mustCheck(t, g, CheckInput{Action: "otp_verify", Subject: subj("frank", ip, "")}), false, ReasonLockedOut)
 	})
 }
+
+// TestReserveSettledOnlyByItsAction: a report to another action that
+// carries a reserved check's decision_id is a v1 report of that action
+// (API.md: "with one that Guard never reserved, behaves as in v1"); it
+// must not settle the check's reservation, which the check's own report
+// still settles (a success takes its provisional failure back).
+func TestReserveSettledOnlyByItsAction(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		pol := otpPolicy()
+		a := pol.Actions["otp_verify"]
+		a.Failures = []Rule{{Dimension: DimUser, Limit: 2, Window: 10 * time.Minute}}
+		pol.Actions["otp_verify"] = a
+		// Another reserving action whose failure logs share the user's
+		// hash tag (user+ip is tagged by the user).
+		pol.Actions["step_up"] = Action{
+			Limits:          []Rule{{Dimension: DimIP, Limit: 100, Window: time.Minute}},
+			Failures:        []Rule{{Dimension: DimUserIP, Limit: 5, Window: 10 * time.Minute}},
+			Lockout:         Lockout{Ladder: []time.Duration{time.Minute}},
+			ReserveFailures: true,
+		}
+		g, _ := newGuard(t, b, pol)
+		in := CheckInput{Action: "otp_verify", Subject: subj("alice", "203.0.113.7", "")}
+		d := mustCheck(t, g, in) // provisional failure: 1 of 2
+		wantDecision(t, d, true, ReasonOK)
+		// The wrong action's report: v1 for step_up, nothing for otp_verify.
+		mustReport(t, g, ReportInput{Action: "step_up", Subject: in.Subject, Outcome: OutcomeSuccess, DecisionID: d.ID})
+		// The check's own success settles it: 0 of 2.
+		mustReport(t, g, ReportInput{Action: "otp_verify", Subject: in.Subject, Outcome: OutcomeSuccess, DecisionID: d.ID})
+		wantDecision(t, mustCheck(t, g, in), true, ReasonOK) // 1 of 2
+		if d := mustCheck(t, g, in); d.Reason != ReasonOK {  // 2 of 2: strikes, allowed
+			t.Fatalf("second check after the settled success: %s; want ok (the success took its failure back)", d.Reason)
+		}
+		if d := mustCheck(t, g, in); d.Reason != ReasonLockedOut {
+			t.Errorf("third check: %s; want locked_out", d.Reason)
+		}
+	})
+}

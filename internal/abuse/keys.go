@@ -176,7 +176,7 @@ func (k *keyer) hash(id *identity, d dimIndex) string {
 //	failure log  <prefix>{<tag>}f:<rule>[:<hash>]
 //	lock record  <prefix>{<tag>}k:<ledger>:<dimension>[:<hash>]
 //	trust record <prefix>{<user>}t:<hash of user+device>
-//	reservation  <prefix>{<tag>}r:<decision_id> (reserve_failures; the
+//	reservation  <prefix>{<tag>}r:<action>:<decision_id> (reserve_failures; the
 //	             tag of the failure logs it remembers, see recordKeys)
 //	lock index   <prefix>{<hash>}x (the locks that involve one identity)
 //	sign-ins     <prefix>{<hash>}s (a client address's refused review

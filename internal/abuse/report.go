@@ -115,15 +115,18 @@ func (g *Guard) Report(ctx context.Context, in ReportInput) (ReportOutcome, erro
 
 // recordKeys are the reservation record keys of decisionID for the
 // request's identifiers: one per hash tag of the action's failure logs
-// that apply, "<prefix>{<tag>}r:<decision_id>", so each lies in the slot
-// of the logs it remembers (decision ids are [A-Za-z0-9_-]).
+// that apply, "<prefix>{<tag>}r:<action>:<decision_id>", so each lies in
+// the slot of the logs it remembers (decision ids are [A-Za-z0-9_-], action
+// names hold no ':'). The action is part of the key: a report to another
+// action that carries this decision_id is a v1 report of that action and
+// must not settle (and so use up) this action's reservation.
 func (g *Guard) recordKeys(a *compiledAction, id *identity, decisionID string) []string {
 	var keys []string
 	for _, r := range a.failures {
 		if !id.has(r.dim) {
 			continue
 		}
-		k := g.keys.prefix + "{" + g.keys.hash(id, tagDim(r.dim)) + "}r:" + decisionID
+		k := g.keys.prefix + "{" + g.keys.hash(id, tagDim(r.dim)) + "}r:" + a.name + ":" + decisionID
 		if !slices.Contains(keys, k) {
 			keys = append(keys, k)
 		}

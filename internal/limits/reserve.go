@@ -21,7 +21,7 @@ type Reservation struct {
 	// and the lockout policy a strike follows.
 	Escalation Escalation
 	// Records are the reservation record keys, each in the hash tag of
-	// some failure logs (e.g. "<prefix>{<tag>}r:<decision_id>"). A failure
+	// some failure logs (e.g. "<prefix>{<tag>}r:<action>:<decision_id>"). A failure
 	// log's provisional entry is remembered in the first record that
 	// shares its slot (on one node: the first record); a log with no
 	// record in its slot gets no provisional failure.
