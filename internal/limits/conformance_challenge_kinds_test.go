@@ -181,3 +181,29 @@ func confChallengeKindsUndo(t *testing.T, c *conf) {
 		})
 	}
 }
+
+// confChallengeCounterBeyond32Bits: passed challenges may add cost to a
+// counter beyond its limit, also beyond 32 bits (five passes of cost 1e9
+// at the largest limit); the count must not wrap around (redis.lua kept
+// it in 4 bytes), so an attempt without a pass is still challenged.
+func confChallengeCounterBeyond32Bits(t *testing.T, c *conf) {
+	const limit = 1_000_000_000
+	rule := func(passed bool) Rule {
+		return Rule{Key: c.key("log", "chk-counter-wrap"), Limit: limit, Window: time.Hour,
+			Algorithm: AlgCounter, Challenge: true, Passed: passed}
+	}
+	for i := range 5 {
+		res := c.check(t, c.store(i), CheckRequest{Rules: []Rule{rule(true)}, Cost: limit})
+		if !res.Allowed {
+			t.Fatalf("passed %d: got %+v, want allowed", i+1, res)
+		}
+	}
+	// 5e9 mod 2^32 is 705032704, which this cost would fill to the limit.
+	res := c.check(t, c.a, CheckRequest{Rules: []Rule{rule(false)}, Cost: 294_967_296, DryRun: true})
+	if res.Allowed || !res.Challenge {
+		t.Errorf("after 5e9 passed: got %+v, want a challenge", res)
+	}
+	if got := res.Rules[0].Count; got < 4*limit {
+		t.Errorf("after 5e9 passed: got count %d, want at least %d", got, 4*limit)
+	}
+}

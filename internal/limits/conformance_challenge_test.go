@@ -17,6 +17,7 @@ func confChallengeCases() []confCase {
 		{"ChallengeKinds", false, confChallengeKindsCase},
 		{"ChallengeKindsBoundedSet", false, confChallengeKindsBounded},
 		{"ChallengeKindsDeniedPassRecordsNothing", false, confChallengeKindsUndo},
+		{"ChallengeCounterBeyond32Bits", false, confChallengeCounterBeyond32Bits},
 		{"ReserveStrikesAtThreshold", false, confReserveSequential},
 		{"ReserveParallelStrikesOnce", false, confReserveParallel},
 		{"ReserveSettlesOnce", false, confReserveSettleOnce},

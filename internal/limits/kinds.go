@@ -113,6 +113,17 @@ func counterRoll(now, start, cur, prev, w int64) (int64, int64, int64) {
 	return k, 0, 0
 }
 
+// maxCounterCount is the most one sub-window's count holds: redis.lua
+// keeps each count in 4 bytes. Limits stop at MaxCounterLimit (1e9), so
+// only passed challenges (which add cost beyond the limit) get there; a
+// count that saturates instead of wrapping around stays over 4 times any
+// limit, so it keeps challenging.
+const maxCounterCount = 1<<32 - 1
+
+// counterAdd is a count after an admitted attempt adds cost to it,
+// saturated at maxCounterCount (redis.lua does the same).
+func counterAdd(cur int64, cost int) int64 { return min(cur+int64(cost), maxCounterCount) }
+
 // counterFits is the counter's allow predicate: estimate + cost <= limit.
 func counterFits(est float64, cost, limit int) bool {
 	return est+float64(cost) <= float64(limit)
@@ -126,7 +137,7 @@ func counterResult(rule *Rule, cost int, recorded bool, now, start, cur, prev in
 	est := counterAt(now, start, cur, prev, w)
 	fits := counterFits(est, cost, rule.Limit) || rule.Passed
 	if recorded && fits {
-		cur += int64(cost)
+		cur = counterAdd(cur, cost)
 		est = counterAt(now, start, cur, prev, w)
 	}
 	rr := RuleResult{Allowed: fits, Count: int(math.Ceil(est))}

@@ -41,6 +41,26 @@ func TestCounterRetryAtTheLimit(t *testing.T) {
 	}
 }
 
+func TestCounterUndoGivesBackWhatWasAdded(t *testing.T) {
+	// A Cluster undo of a passed challenge takes back what the pass added
+	// to the count: all of cost, or only up to the saturation.
+	rule := &Rule{Limit: 1_000_000_000, Window: time.Hour, Algorithm: AlgCounter, Challenge: true, Passed: true}
+	tests := []struct {
+		cur  int64
+		want string
+	}{
+		{0, "1000000000"},
+		{maxCounterCount - 10, "10"},
+		{maxCounterCount, "0"},
+	}
+	for _, tt := range tests {
+		o := otherReply{a: 0, b: tt.cur}
+		if got := o.spent(rule, 1_000_000_000, 1000); got != tt.want {
+			t.Errorf("cur %d: spent %s, want %s", tt.cur, got, tt.want)
+		}
+	}
+}
+
 func TestBucketAt(t *testing.T) {
 	const w, limit = 1000, 4
 	tests := []struct {

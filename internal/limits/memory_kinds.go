@@ -121,7 +121,7 @@ func (s *MemoryStore) otherRecord(r *Rule, cost int, now int64) {
 	case r.Algorithm == AlgCounter:
 		start, cur, prev := s.counterState(r, now)
 		o := s.otherFor(r.Key, now)
-		o.start, o.cur, o.prev = start, cur+int64(cost), prev
+		o.start, o.cur, o.prev = start, counterAdd(cur, cost), prev
 		o.expires = now + counterTTL(r.Keep, r.Window)
 	default:
 		w := memMs(r.Window)

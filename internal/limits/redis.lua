@@ -64,7 +64,7 @@
 --                involve one identity (never a key every decision shares)
 --   Other rule kinds (internal/limits/kinds.go), kind 'c', 'b' or 'd':
 --   counter      STRING '>I6I4I4': sub-window start (ms), current count,
---                previous count; PX 2*keep
+--                previous count (each saturated at 2^32-1); PX 2*keep
 --   bucket       STRING '>dI6': tokens at the last spend (a double), its ms;
 --                PX keep (full by then; a missing bucket is full)
 --   distinct set STRING of 14-byte records: 6-byte ms last seen, 8-byte
@@ -748,7 +748,10 @@ function kinds()
     for _, o in ipairs(others) do
       if o.fits then
         if o.kind == 'c' then
-          redis.call('SET', o.key, spack('>I6I4I4', o.a, o.b + cost, o.c), 'PX', 2 * o.keep)
+          -- Saturated at 4 bytes (kinds.go counterAdd): passed
+          -- challenges may add beyond the limit, and a count that wrapped
+          -- around would admit again.
+          redis.call('SET', o.key, spack('>I6I4I4', o.a, min(o.b + cost, 4294967295), o.c), 'PX', 2 * o.keep)
           o.at = o.a
         elseif o.kind == 'b' then
           -- Never below 0 tokens (kinds.go bucketSpend).
