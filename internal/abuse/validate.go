@@ -123,7 +123,8 @@ func (ps *problems) add(e PolicyError) {
 // a decay above MaxDuration, two rules of one action on one
 // dimension without distinct names, duplicate rule names, a distinct attempt
 // rule sharing the set of a distinct failure rule that reserve_failures
-// reaches, an explicitly empty (non-nil) ladder, with failures or without,
+// reaches, counter rules of different actions sharing a state with
+// different windows (buckets: different limits or windows), an explicitly empty (non-nil) ladder, with failures or without,
 // count_denials without failures, unknown on_store_failure values and
 // malformed names or list entries. Every
 // problem is reported: the error joins one *PolicyError per problem
@@ -146,6 +147,7 @@ func (p *Policy) Validate() error {
 		p.Actions[name] = a
 	}
 	validateReservedSets(&ps, p, names)
+	validateSharedKinds(&ps, p, names)
 	validateList(&ps, "allow", &p.Allow)
 	validateList(&ps, "deny", &p.Deny)
 	return errors.Join(ps...)
@@ -250,6 +252,61 @@ func validateReservedSets(ps *problems, p *Policy, names []string) {
 			}
 		}
 	}
+}
+
+// validateSharedKinds refuses counter and bucket rules of different
+// actions that share their state (one name and dimension, so one key)
+// but not their model: a counter's sub-windows are aligned on its window,
+// so one of another window rolls (and empties) the other's sub-window,
+// and a bucket refills at limit per window, so one of another limit or
+// window hands the other tokens at its own rate. Either would admit more
+// than the rule's own model. Logs and distinct sets keep stamps, and
+// counters of one window share counts, each rule applying its own limit.
+func validateSharedKinds(ps *problems, p *Policy, names []string) {
+	type state struct{ name, dim, alg string }
+	type first struct {
+		action string
+		rule   *Rule
+	}
+	seen := map[state]first{}
+	for _, name := range names {
+		a := p.Actions[name]
+		for i := range a.Limits {
+			r := &a.Limits[i]
+			if r.Distinct != "" || r.Algorithm != AlgCounter && r.Algorithm != AlgBucket || r.Name == "" {
+				continue
+			}
+			k := state{r.Name, r.Dimension, r.Algorithm}
+			f, ok := seen[k]
+			if !ok {
+				seen[k] = first{name, r}
+				continue
+			}
+			if f.action == name {
+				continue // a name used twice in one action is reported already
+			}
+			field, what := "", ""
+			switch {
+			case r.Window != f.rule.Window:
+				field, what = "window", fmt.Sprintf("window %v", f.rule.Window)
+			case r.Algorithm == AlgBucket && r.Limit != f.rule.Limit:
+				field, what = "limit", fmt.Sprintf("limit %d", f.rule.Limit)
+			default:
+				continue
+			}
+			ps.add(PolicyError{Action: name, Section: "limits", Index: i, Field: field,
+				Message: fmt.Sprintf("rule %q shares its %s state with the rule of that name in action %q, which has %s: a shared %s needs the same %s; give this rule another name",
+					r.Name, r.Algorithm, f.action, what, r.Algorithm, sharedNeeds(r.Algorithm))})
+		}
+	}
+}
+
+// sharedNeeds is what rules sharing a state of algorithm alg must agree on.
+func sharedNeeds(alg string) string {
+	if alg == AlgBucket {
+		return "limit and window"
+	}
+	return "window"
 }
 
 func checkDuration(d time.Duration) string {

@@ -270,3 +270,55 @@ func TestValidateReservedDistinctSetNotShared(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateSharedCounterAndBucketState: rules of two actions with one
+// name and dimension share their state (configuration.md); a log, a set
+// or a counter of one window applies each rule's own limit to it, but a
+// counter's sub-windows are aligned on its window and a bucket refills at
+// its own rate, so sharing with another window (or, for a bucket, another
+// limit) broke both models: the 7s counter's writes reset the 10s
+// counter's sub-window, which then admitted 19 attempts against a limit
+// of 10.
+func TestValidateSharedCounterAndBucketState(t *testing.T) {
+	policy := func(alg string, limitB int, windowB time.Duration, dimB string) Policy {
+		return Policy{Actions: map[string]Action{
+			"a": {Limits: []Rule{{Name: "shared", Dimension: DimIP, Algorithm: alg, Limit: 10, Window: 10 * time.Second}}},
+			"b": {Limits: []Rule{{Name: "shared", Dimension: dimB, Algorithm: alg, Limit: limitB, Window: windowB}}},
+		}}
+	}
+	bad := []struct {
+		name  string
+		p     Policy
+		field string
+	}{
+		{"counter, other window", policy(AlgCounter, 10, 7*time.Second, DimIP), "window"},
+		{"bucket, other window", policy(AlgBucket, 10, 7*time.Second, DimIP), "window"},
+		{"bucket, other limit", policy(AlgBucket, 2, 10*time.Second, DimIP), "limit"},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.p.Validate()
+			var pe *PolicyError
+			if !errors.As(err, &pe) || pe.Action != "b" || pe.Section != "limits" || pe.Index != 0 || pe.Field != tt.field ||
+				!strings.Contains(err.Error(), `action "a"`) {
+				t.Fatalf("Validate() = %v; want b limits[0].%s naming action a", err, tt.field)
+			}
+		})
+	}
+	ok := []struct {
+		name string
+		p    Policy
+	}{
+		{"counter, same window, other limit", policy(AlgCounter, 3, 10*time.Second, DimIP)},
+		{"bucket, same limit and window", policy(AlgBucket, 10, 10*time.Second, DimIP)},
+		{"counter, other dimension", policy(AlgCounter, 10, 7*time.Second, DimDevice)},
+		{"log, other window", policy(AlgLog, 3, 7*time.Second, DimIP)},
+	}
+	for _, tt := range ok {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.p.Validate(); err != nil {
+				t.Errorf("Validate() = %v; want nil", err)
+			}
+		})
+	}
+}
