@@ -65,6 +65,7 @@
 --   Other rule kinds (internal/limits/kinds.go), kind 'c', 'b' or 'd':
 --   counter      STRING '>I6I4I4': sub-window start (ms), current count,
 --                previous count (each saturated at 2^32-1); PX 2*keep
+--                (the caller passes a counter's keep doubled: kindKeep)
 --   bucket       STRING '>dI6': tokens at the last spend (a double), its ms;
 --                PX keep (full by then; a missing bucket is full)
 --   distinct set STRING of 14-byte records: 6-byte ms last seen, 8-byte
@@ -751,7 +752,7 @@ function kinds()
           -- Saturated at 4 bytes (kinds.go counterAdd): passed
           -- challenges may add beyond the limit, and a count that wrapped
           -- around would admit again.
-          redis.call('SET', o.key, spack('>I6I4I4', o.a, min(o.b + cost, 4294967295), o.c), 'PX', 2 * o.keep)
+          redis.call('SET', o.key, spack('>I6I4I4', o.a, min(o.b + cost, 4294967295), o.c), 'PX', o.keep)
           o.at = o.a
         elseif o.kind == 'b' then
           -- Never below 0 tokens (kinds.go bucketSpend).

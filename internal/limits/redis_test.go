@@ -262,6 +262,33 @@ func TestRedisEveryKeyExpires(t *testing.T) {
 	}
 }
 
+// TestRedisKindKeysExpireAsMemory: a counter's key lives 2W after its
+// last write (its counts then weigh nothing), a bucket's W (it is full
+// again), as in the memory store (kinds.go); redis.lua doubled the
+// counter's PX a second time, keeping every counter 4W.
+func TestRedisKindKeysExpireAsMemory(t *testing.T) {
+	redisURL, prefix := testenv.Redis(t)
+	s, c, _ := newRedisTestStore(t, redisURL, prefix)
+	ctx := context.Background()
+	const w = time.Minute
+	rules := []Rule{
+		{Key: prefix + "c:ttl", Limit: 5, Window: w, Algorithm: AlgCounter},
+		{Key: prefix + "b:ttl", Limit: 5, Window: w, Algorithm: AlgBucket},
+	}
+	if res, err := s.Check(ctx, &CheckRequest{Rules: rules, Cost: 1, Nonce: "n"}); err != nil || !res.Allowed {
+		t.Fatalf("check: %+v, %v", res, err)
+	}
+	for i, want := range []time.Duration{2 * w, w} {
+		ttl, err := c.PTTL(ctx, rules[i].Key).Result()
+		if err != nil {
+			t.Fatalf("pttl %s: %v", rules[i].Key, err)
+		}
+		if ttl > want || ttl < want-5*time.Second {
+			t.Errorf("key %s: got pttl %v, want about %v", rules[i].Key, ttl, want)
+		}
+	}
+}
+
 func TestRedisStrictTwoClients(t *testing.T) {
 	redisURL, prefix := testenv.Redis(t)
 	a, c, _ := newRedisTestStore(t, redisURL, prefix)
