@@ -64,8 +64,8 @@
 --                involve one identity (never a key every decision shares)
 --   Other rule kinds (internal/limits/kinds.go), kind 'c', 'b' or 'd':
 --   counter      STRING '>I6I4I4': sub-window start (ms), current count,
---                previous count (each saturated at 2^32-1); PX 2*keep
---                (the caller passes a counter's keep doubled: kindKeep)
+--                previous count (each saturated at 2^32-1); PX keep,
+--                which the caller sends as 2W for a counter (kindKeep)
 --   bucket       STRING '>dI6': tokens at the last spend (a double), its ms;
 --                PX keep (full by then; a missing bucket is full)
 --   distinct set STRING of 14-byte records: 6-byte ms last seen, 8-byte

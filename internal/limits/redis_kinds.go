@@ -121,9 +121,10 @@ func undoCalls(req *CheckRequest, groups []*callGroup, replies []checkReply) []*
 }
 
 // spent is what the undo of rule r's share gives back: cost, but for a
-// counter whose count saturated only what was added, and for a bucket that a passed challenge spent below cost tokens (bucketSpend
-// clamps it at 0) only the level it held, so the undone bucket holds
-// what it held before, not more. It is the one decimal number among the
+// counter whose count saturated only what was added, and for a bucket
+// that a passed challenge spent below cost tokens (bucketSpend clamps it
+// at 0) only the level it held, so the undone rule holds what it held
+// before, not more. It is the one decimal number among the
 // script's arguments, since that level may be a fraction.
 func (o *otherReply) spent(r *Rule, cost int, now int64) string {
 	if kindCode(r) == "c" && r.Passed {
