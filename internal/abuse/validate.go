@@ -124,9 +124,10 @@ func (ps *problems) add(e PolicyError) {
 // dimension without distinct names, duplicate rule names, a distinct attempt
 // rule sharing the set of a distinct failure rule that reserve_failures
 // reaches, counter rules of different actions sharing a state with
-// different windows (buckets: different limits or windows), an explicitly empty (non-nil) ladder, with failures or without,
-// count_denials without failures, unknown on_store_failure values and
-// malformed names or list entries. Every
+// different windows (buckets: different limits or windows), an explicitly
+// empty (non-nil) ladder, with failures or without, count_denials without
+// failures, unknown on_store_failure values and malformed names or list
+// entries. Every
 // problem is reported: the error joins one *PolicyError per problem
 // (errors.As finds the first). Validate modifies p in place; it is safe to
 // call again on its own result. It is the policy's only validation: the
