@@ -63,7 +63,10 @@ const (
 // caller cancelled (context.Canceled): no policy answers for a caller who
 // stopped waiting.
 type Client struct {
-	base         *url.URL
+	base *url.URL
+	// confErr, when set, is why no request of this client can be sent
+	// (see New); every call returns it.
+	confErr      error
 	apiKey       string
 	bearer       string // "Bearer " + apiKey
 	http         *http.Client
@@ -141,16 +144,23 @@ func WithMaxPendingReports(n int) Option {
 }
 
 // New returns a client of the Guard server at baseURL (e.g.
-// "http://127.0.0.1:8080") that authenticates with apiKey. A malformed
-// baseURL makes every call fail with an error.
+// "http://127.0.0.1:8080") that authenticates with apiKey. White space
+// around apiKey (a key read from a file with its newline) is dropped: no
+// HTTP header value can carry it.
+//
+// A client that cannot send a valid request makes every call fail with an
+// error that says why, under every failure policy (it is no outage, and
+// IsUnavailable reports false for it): a baseURL that is not http:// or
+// https:// with a host, an apiKey or WithUserAgent value holding a control
+// character. Errors never include the key.
 func New(baseURL, apiKey string, opts ...Option) *Client {
 	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
-	if err != nil || u.Scheme == "" || u.Host == "" {
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		u = nil
 	}
 	c := &Client{
 		base:         u,
-		apiKey:       apiKey,
+		apiKey:       strings.Trim(apiKey, " \t\r\n"),
 		agent:        "guard-sdk-go",
 		now:          time.Now,
 		timeout:      DefaultTimeout,
@@ -169,7 +179,26 @@ func New(baseURL, apiKey string, opts ...Option) *Client {
 		c.slots = make(chan struct{}, DefaultMaxPendingReports)
 	}
 	c.bearer = "Bearer " + c.apiKey
+	switch {
+	case c.base == nil:
+		c.confErr = errors.New("guard: invalid base URL (want http:// or https:// and a host)")
+	case hasControl(c.apiKey):
+		c.confErr = errors.New("guard: the API key holds a control character and cannot be sent in a header")
+	case hasControl(c.agent):
+		c.confErr = errors.New("guard: the user agent holds a control character and cannot be sent in a header")
+	}
 	return c
+}
+
+// hasControl reports whether s holds a byte no HTTP header value may
+// carry (a control character other than a tab, or DEL).
+func hasControl(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; (b < 0x20 && b != '\t') || b == 0x7f {
+			return true
+		}
+	}
+	return false
 }
 
 // call is one API call as do sends it.
@@ -330,8 +359,8 @@ func (c *Client) get(path string, q url.Values) call {
 }
 
 func (c *Client) newRequest(ctx context.Context, k call) (*http.Request, error) {
-	if c.base == nil {
-		return nil, errors.New("guard: invalid base URL")
+	if c.confErr != nil {
+		return nil, c.confErr
 	}
 	u := *c.base
 	u.Path = strings.TrimRight(u.Path, "/") + k.path

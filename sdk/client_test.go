@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,5 +119,61 @@ func TestExportAuditRefusesAnotherServersAnswer(t *testing.T) {
 	}
 	if out.Len() != 0 {
 		t.Errorf("ExportAudit wrote %q; want nothing", out.String())
+	}
+}
+
+// TestConfigurationIsNoOutage: a client that cannot even build a valid
+// request (an API key or user agent with a control character, a base URL
+// that is not http or https) fails every call with that error under every
+// failure policy. Go's transport refuses such a request before sending
+// it; reported as "unavailable", FailOpen (the Middleware's default)
+// would let every attempt through unchecked, a misconfiguration passing
+// for an outage. Surrounding white space, which no HTTP header value can
+// carry (a key read from a file with its newline), is trimmed.
+func TestConfigurationIsNoOutage(t *testing.T) {
+	var calls atomic.Int32
+	var auth atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		auth.Store(r.Header.Get("Authorization"))
+		_, _ = w.Write([]byte(`{"decision":"allow","reason":"ok","retry_after_ms":0,"decision_id":"01J","degraded":false,"limits":[],"lockout":null}`))
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	bad := []struct {
+		name string
+		c    *sdk.Client
+		want string // in the error, which never holds the key
+	}{
+		{"newline inside the key", sdk.New(srv.URL, "k-\nsecret"), "API key"},
+		{"NUL in the key", sdk.New(srv.URL, "k-\x00secret"), "API key"},
+		{"control character in the user agent", sdk.New(srv.URL, "k", sdk.WithUserAgent("app\r\nX-Evil: 1")), "user agent"},
+		{"ftp base URL", sdk.New(strings.Replace(srv.URL, "http:", "ftp:", 1), "k"), "base URL"},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, p := range []sdk.FailurePolicy{sdk.FailOpen, sdk.FailClosed} {
+				res, err := tt.c.Check(ctx, login, p)
+				if err == nil || sdk.IsUnavailable(err) {
+					t.Fatalf("Check (%v) = %+v, %v; want a configuration error, not an outage", p, res, err)
+				}
+				if !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "secret") {
+					t.Errorf("Check error = %q; want one naming the %s, without the key", err, tt.want)
+				}
+			}
+			if err := tt.c.Unlock(ctx, sdk.UnlockRequest{Dimension: "ip", IP: sdk.String("192.0.2.1")}); err == nil || sdk.IsUnavailable(err) {
+				t.Errorf("Unlock = %v; want a configuration error", err)
+			}
+		})
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("%d requests reached the server; want none", n)
+	}
+	res, err := sdk.New(srv.URL, " k-check\r\n").Check(ctx, login, sdk.FailClosed)
+	if err != nil || res.Bypassed || !res.Allowed() {
+		t.Fatalf("Check with a key read with its newline = %+v, %v", res, err)
+	}
+	if got := auth.Load(); got != "Bearer k-check" {
+		t.Errorf("Authorization = %q; want the trimmed key", got)
 	}
 }
