@@ -354,6 +354,24 @@ func (c *Client) Ready(ctx context.Context) (*Readiness, error) {
 	return &out, nil
 }
 
+// Health checks that the Guard process serves (GET /healthz, no key
+// needed): nil when it answers its 200 {"status": "ok"}, an *Error for
+// another status, and an error IsUnavailable reports true for when it
+// cannot be reached. Bounded and retried like the admin calls. Unlike
+// Ready it says nothing of Redis or Postgres: use it for liveness.
+func (c *Client) Health(ctx context.Context) error {
+	var out struct {
+		Status string `json:"status"`
+	}
+	if err := c.do(ctx, c.get("/healthz", nil), &out); err != nil {
+		return err
+	}
+	if out.Status != "ok" {
+		return fmt.Errorf("guard: /healthz answered status %.32q, not \"ok\": is the URL Guard's?", out.Status)
+	}
+	return nil
+}
+
 func (c *Client) get(path string, q url.Values) call {
 	return call{method: http.MethodGet, path: path, query: q, timeout: c.adminTimeout, idempotent: true}
 }

@@ -177,3 +177,24 @@ func TestConfigurationIsNoOutage(t *testing.T) {
 		t.Errorf("Authorization = %q; want the trimmed key", got)
 	}
 }
+
+// TestHealth: GET /healthz is a liveness check, retried like the other
+// GET calls; a 200 that is not Guard's {"status": "ok"} (another server
+// at the URL) is an error, not a healthy Guard.
+func TestHealth(t *testing.T) {
+	ctx := context.Background()
+	url, calls := dropping(t)
+	if err := sdk.New(url, "k").Health(ctx); !sdk.IsUnavailable(err) {
+		t.Errorf("Health of a server that drops connections = %v; want unavailable", err)
+	}
+	if got := calls.Load(); got != 3 {
+		t.Errorf("calls = %d; want 3 (a GET is retried)", got)
+	}
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`{"healthy":true}`))
+	}))
+	defer other.Close()
+	if err := sdk.New(other.URL, "k").Health(ctx); err == nil {
+		t.Error("Health of another server's 200 = nil; want an error")
+	}
+}

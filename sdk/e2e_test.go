@@ -163,10 +163,13 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("csv export of admin events = %q", csv.String())
 	}
 
-	// GET /readyz.
+	// GET /readyz, GET /healthz (neither needs a key).
 	ready, err := checker.Ready(ctx)
 	if err != nil || ready.Mode != "normal" || ready.Redis == "" {
 		t.Errorf("ready = %+v, %v", ready, err)
+	}
+	if err := sdk.New(url, "").Health(ctx); err != nil {
+		t.Errorf("health = %v", err)
 	}
 	// Errors carry the contract's code, field and the request id.
 	if _, err := checker.Check(ctx, sdk.CheckRequest{Action: "nope", User: sdk.String("x")}); !errors.As(err, &e) || e.Code != sdk.CodeUnknownAction {
