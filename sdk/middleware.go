@@ -156,7 +156,9 @@ func (m *Middleware) Check(r *http.Request) (*Attempt, error) {
 
 // writeError answers a check that failed for a reason no policy covers.
 // An identifier Guard refused (too long, not an address) came from the
-// end client: 400. Anything else is this service's configuration (key,
+// end client: 400; so does a check body over Guard's 8 KiB (413
+// too_large), which only identifiers of the end client's choosing can
+// make that large. Anything else is this service's configuration (key,
 // action): 500, logged.
 func (m *Middleware) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
@@ -165,8 +167,8 @@ func (m *Middleware) writeError(w http.ResponseWriter, r *http.Request, err erro
 		return
 	}
 	var e *Error
-	if errors.As(err, &e) && e.Status == http.StatusBadRequest &&
-		(e.Field == "user" || e.Field == "ip" || e.Field == "device" || e.Field == "phone") {
+	if errors.As(err, &e) && (e.Status == http.StatusRequestEntityTooLarge || e.Status == http.StatusBadRequest &&
+		(e.Field == "user" || e.Field == "ip" || e.Field == "device" || e.Field == "phone")) {
 		writeJSONError(w, http.StatusBadRequest, "invalid_request", "the request is not valid")
 		return
 	}

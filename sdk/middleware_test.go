@@ -191,6 +191,11 @@ func TestMiddlewareAgainstGuard(t *testing.T) {
 	if resp := post(t, app.URL, "email="+strings.Repeat("x", 300)); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("a 300-byte user: %d; want 400", resp.StatusCode)
 	}
+	// So is one that makes the check's body larger than Guard takes (413
+	// too_large, 8 KiB): the end client chose its size.
+	if resp := post(t, app.URL, "email="+strings.Repeat("x", 9000)); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a 9000-byte user: %d; want 400", resp.StatusCode)
+	}
 	// A wrong key is this service's bug: 500, never a silent bypass.
 	wrong := &sdk.Middleware{Client: sdk.New(guard, "wrong"), Action: "login"}
 	app2, _ := protected(t, wrong)
