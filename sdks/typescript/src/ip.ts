@@ -97,26 +97,31 @@ export function parseHop(s: string): string {
   const v = isIP(host);
   if (v === 4) return host;
   if (v !== 6) return "";
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(host);
-  if (mapped && isIP(mapped[1] ?? "") === 4) return mapped[1] ?? "";
-  return canonicalIPv6(host);
+  const g = ipv6Groups(host);
+  // IPv4-mapped (::ffff:a.b.c.d, in any of its spellings) is IPv4.
+  if (g.slice(0, 5).every((n) => n === 0) && g[5] === 0xffff) {
+    return [g[6]! >> 8, g[6]! & 0xff, g[7]! >> 8, g[7]! & 0xff].join(".");
+  }
+  return canonicalIPv6(g);
 }
 
-/** RFC 5952 text of an IPv6 address. */
-function canonicalIPv6(a: string): string {
-  // Expand to eight groups.
+/** The eight 16-bit groups of an IPv6 address that isIP accepted (a dotted IPv4 tail is the last two). */
+function ipv6Groups(a: string): number[] {
+  const parse = (s: string) => (s === "" ? [] : s.split(":"));
   const [head, tail] = a.includes("::") ? a.split("::") : [a, undefined];
-  const parse = (s: string | undefined) => (s ? s.split(":") : []);
-  let groups: string[];
-  const h = parse(head);
-  let t = parse(tail);
-  if (t.length && t[t.length - 1]!.includes(".")) {
-    const [p, q, r, s] = t.pop()!.split(".").map(Number);
-    t = [...t, ((p! << 8) | q!).toString(16), ((r! << 8) | s!).toString(16)];
+  const h = parse(head ?? "");
+  const t = tail === undefined ? [] : parse(tail);
+  const last = tail === undefined ? h : t;
+  if (last.length > 0 && last[last.length - 1]!.includes(".")) {
+    const [p, q, r, s] = last.pop()!.split(".").map(Number);
+    last.push(((p! << 8) | q!).toString(16), ((r! << 8) | s!).toString(16));
   }
-  if (tail === undefined) groups = h;
-  else groups = [...h, ...Array(8 - h.length - t.length).fill("0"), ...t];
-  const nums = groups.map((g) => parseInt(g, 16));
+  const groups = tail === undefined ? h : [...h, ...Array<string>(8 - h.length - t.length).fill("0"), ...t];
+  return groups.map((x) => parseInt(x, 16));
+}
+
+/** RFC 5952 text of an IPv6 address given as its eight groups. */
+function canonicalIPv6(nums: number[]): string {
   // Longest run of zeros (length >= 2) becomes "::".
   let best = -1, bestLen = 0;
   for (let i = 0; i < 8; ) {

@@ -104,6 +104,13 @@ test("IPExtractor", () => {
     ["::1", "198.51.100.3", undefined, "198.51.100.3"],
     ["::ffff:10.0.0.1", "::ffff:198.51.100.5", undefined, "198.51.100.5"],
     ["10.0.0.1", "2001:DB8:0:0:0:0:0:1", undefined, "2001:db8::1"],
+    // IPv4-mapped in hex, or written out without "::", is IPv4 (as Go's
+    // netip and Python's ipaddress read it); a dotted tail elsewhere is two groups.
+    ["10.0.0.1", "::ffff:c633:6405", undefined, "198.51.100.5"],
+    ["10.0.0.1", "0:0:0:0:0:ffff:198.51.100.5", undefined, "198.51.100.5"],
+    ["10.0.0.1", "2001:db8:1:2:3:4:198.51.100.5", undefined, "2001:db8:1:2:3:4:c633:6405"],
+    ["10.0.0.1", "::198.51.100.5", undefined, "::c633:6405"],
+    ["::ffff:a00:1", "198.51.100.9", undefined, "198.51.100.9"], // the peer is 10.0.0.1, trusted
   ];
   for (const [peer, xff, real, want] of cases) assert.equal(x.clientIP(req(peer, xff, real)), want, `${peer} ${xff}`);
   assert.equal(new IPExtractor().clientIP(req("10.0.0.1", "198.51.100.1")), "10.0.0.1");
