@@ -124,9 +124,25 @@ export class GuardClient {
   private readonly fetch: typeof fetch;
   private readonly pending = new Set<Promise<void>>();
 
+  /**
+   * Throws (a TypeError, never a GuardError) when no request of the client
+   * could be sent, rather than have every call fail as if Guard were down
+   * (which "open" would let through): a baseUrl that is not http: or https:,
+   * an apiKey or userAgent holding a control character (or one above
+   * U+00FF, which a header cannot carry). White space around
+   * apiKey (a key read from a file with its newline) is dropped, as fetch
+   * would drop it from the header. Messages never include the key.
+   */
   constructor(opts: ClientOptions) {
     this.base = new URL(opts.baseUrl.replace(/\/+$/, "") + "/");
-    this.apiKey = opts.apiKey;
+    if (this.base.protocol !== "http:" && this.base.protocol !== "https:") {
+      throw new TypeError(`guard: invalid base URL scheme ${JSON.stringify(this.base.protocol)} (want http: or https:)`);
+    }
+    this.apiKey = opts.apiKey.replace(/^[ \t\r\n]+|[ \t\r\n]+$/g, "");
+    if (unsendable(this.apiKey)) throw new TypeError("guard: the API key holds a control character (or one above U+00FF) and cannot be sent in a header");
+    if (opts.userAgent !== undefined && unsendable(opts.userAgent)) {
+      throw new TypeError("guard: the user agent holds a control character (or one above U+00FF) and cannot be sent in a header");
+    }
     this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.adminTimeoutMs = opts.adminTimeoutMs ?? DEFAULT_ADMIN_TIMEOUT_MS;
     this.retries = Math.max(0, opts.retries ?? DEFAULT_RETRIES);
@@ -304,6 +320,14 @@ export class GuardClient {
       await new Promise((resolve) => setTimeout(resolve, wait));
     }
   }
+}
+
+/**
+ * Whether s holds a character fetch cannot put in a header value: a control
+ * character other than a tab, DEL, or one above U+00FF (a header is bytes).
+ */
+function unsendable(s: string): boolean {
+  return /[^\t\u0020-\u007e\u0080-\u00ff]/.test(s);
 }
 
 /** The connection could not be made: nothing was sent, so a retry counts nothing twice. */

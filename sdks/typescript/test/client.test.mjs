@@ -187,3 +187,26 @@ test("an export refuses another server's 200 answer", async () => {
     err.message.includes('"text/html; charset=utf-8", not text/csv'));
   await srv.close();
 });
+
+test("a client that cannot send a valid request is a configuration error, not an outage", async () => {
+  // fetch refuses such a header before sending anything; reported as
+  // unavailable, "open" (the middleware's default) would let every attempt
+  // through unchecked.
+  for (const opts of [
+    { baseUrl: "http://127.0.0.1:1", apiKey: "k-\nsecret" },
+    { baseUrl: "http://127.0.0.1:1", apiKey: "k-\u0000secret" },
+    { baseUrl: "http://127.0.0.1:1", apiKey: "k-€secret" }, // fetch: not a ByteString
+    { baseUrl: "http://127.0.0.1:1", apiKey: "k", userAgent: "app\r\nX-Evil: 1" },
+    { baseUrl: "ftp://127.0.0.1:1", apiKey: "k" },
+  ]) {
+    assert.throws(() => new GuardClient({ ...opts, failurePolicy: "open" }),
+      (e) => !(e instanceof GuardError) && !isUnavailable(e) && !String(e).includes("secret"), JSON.stringify(opts));
+  }
+  // White space around the key (read from a file with its newline) is no part of it.
+  let auth;
+  const srv = await serve((req, res) => { auth = req.headers.authorization; res.end(answer); });
+  const r = await new GuardClient({ baseUrl: srv.url, apiKey: " k-check\r\n", timeoutMs: 5000 }).check(login, { failurePolicy: "closed" });
+  assert.equal(r.bypassed, false);
+  assert.equal(auth, "Bearer k-check");
+  await srv.close();
+});
