@@ -268,6 +268,22 @@ export class GuardClient {
     return (await this.get<Readiness>("readyz", undefined, opts)).body;
   }
 
+  /**
+   * Whether the Guard process serves (GET /healthz, no key needed): resolves
+   * on Guard's 200 {"status": "ok"}; throws a GuardError for another status
+   * (and, with code "", for a 200 that is not Guard's: another server at the
+   * URL), a GuardUnavailableError when Guard cannot be reached. Bounded and
+   * retried like the admin calls. Unlike ready() it says nothing of Redis or
+   * Postgres: use it for liveness.
+   */
+  async health(opts: CallOptions = {}): Promise<void> {
+    const { body, headers } = await this.get<{ status?: unknown } | null>("healthz", undefined, opts);
+    if (body?.status !== "ok") {
+      throw new GuardError(200, "", `/healthz answered ${JSON.stringify(body).slice(0, 64)}, not status "ok": is the URL Guard's?`,
+        "", 0, headers.get("x-request-id") ?? "");
+    }
+  }
+
   private get<T>(path: string, query: URLSearchParams | undefined, opts: CallOptions) {
     return this.do<T>({ method: "GET", path, query, timeoutMs: this.adminTimeoutMs, idempotent: true, signal: opts.signal });
   }

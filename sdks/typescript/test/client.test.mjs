@@ -210,3 +210,14 @@ test("a client that cannot send a valid request is a configuration error, not an
   assert.equal(auth, "Bearer k-check");
   await srv.close();
 });
+
+test("health: GET /healthz, retried like GETs; another server's 200 is no healthy Guard", async () => {
+  const drop = await serve((req) => req.socket.destroy());
+  await assert.rejects(new GuardClient({ baseUrl: drop.url, apiKey: "k" }).health(), (e) => isUnavailable(e));
+  assert.equal(drop.calls.n, 3);
+  await drop.close();
+  const other = await serve((req, res) => res.end('{"healthy":true}'));
+  await assert.rejects(new GuardClient({ baseUrl: other.url, apiKey: "k" }).health(),
+    (e) => e instanceof GuardError && e.status === 200 && e.code === "" && /is the URL Guard's/.test(e.message));
+  await other.close();
+});

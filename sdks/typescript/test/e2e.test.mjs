@@ -81,6 +81,7 @@ test("every endpoint against a real Guard", async () => {
 
   const ready = await checker.ready();
   assert.equal(ready.mode, "normal");
+  assert.equal(await new GuardClient({ baseUrl: guard.url, apiKey: "" }).health(), undefined, "healthz needs no key");
   await assert.rejects(checker.check({ action: "nope", user: "x" }), (e) => e.code === "unknown_action");
   await assert.rejects(checker.check({ action: "login", ip: "203.0.113.007" }), (e) => e.status === 400 && e.field === "ip");
   await assert.rejects(new GuardClient({ baseUrl: guard.url, apiKey: "wrong" }).policy(), (e) => e.status === 401);
