@@ -79,7 +79,8 @@ export interface MiddlewareOptions<R = Req> {
  * denied ones get 429 with Retry-After, RateLimit, RateLimit-Policy and a
  * generic message (denialMessage) that names no rule, limit or account.
  * Errors no policy covers go to next(err), except identifiers Guard
- * refused (from the end client), answered 400.
+ * refused or found too large for a check (from the end client), answered
+ * 400.
  */
 export function guardMiddleware<R extends Req = Req>(opts: MiddlewareOptions<R>) {
   const ip = opts.ip ?? new IPExtractor();
@@ -97,7 +98,9 @@ export function guardMiddleware<R extends Req = Req>(opts: MiddlewareOptions<R>)
       if (opts.challengePassed && (await opts.challengePassed(req))) body.challenge_passed = true;
       result = await opts.client.check(body, { failurePolicy: policy });
     } catch (err) {
-      if (err instanceof GuardError && err.status === 400 && ["user", "ip", "device", "phone"].includes(err.field)) {
+      // An identifier Guard refused came from the end client, and so did one
+      // that made the check's body pass Guard's 8 KiB (413 too_large).
+      if (err instanceof GuardError && (err.status === 413 || (err.status === 400 && ["user", "ip", "device", "phone"].includes(err.field)))) {
         writeJSON(res, 400, "invalid_request", "the request is not valid");
         return;
       }

@@ -62,6 +62,8 @@ test("middleware against a real Guard", async () => {
   assert.equal(r.status, 204, "another address is not locked");
   r = await post(a.url, { email: "x".repeat(300) });
   assert.equal(r.status, 400, "an identifier Guard refuses is the end client's 400");
+  r = await post(a.url, { email: "x".repeat(9000) });
+  assert.equal(r.status, 400, "so is one that makes the check's body pass Guard's 8 KiB (413)");
   await client.flush();
   await a.close();
 
