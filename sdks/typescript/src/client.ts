@@ -29,7 +29,7 @@ export interface ClientOptions {
   failurePolicy?: FailurePolicy;
   /** Receives errors of reportInBackground(). */
   onAsyncError?: (err: unknown) => void;
-  /** Bound on reports in flight (default 1024); past it a report is dropped and onAsyncError told. */
+  /** Bound on reports in flight (default 1024); past it a report is dropped and onAsyncError told (a TooManyPendingReportsError). */
   maxPendingReports?: number;
   userAgent?: string;
   /** The fetch to use (default globalThis.fetch). */
@@ -73,6 +73,14 @@ export class GuardUnavailableError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = "GuardUnavailableError";
+  }
+}
+
+/** What onAsyncError receives for a reportInBackground() dropped because maxPendingReports were in flight. */
+export class TooManyPendingReportsError extends Error {
+  constructor() {
+    super("guard: too many reports pending; report dropped");
+    this.name = "TooManyPendingReportsError";
   }
 }
 
@@ -201,7 +209,7 @@ export class GuardClient {
    */
   reportInBackground(req: ReportRequest): void {
     if (this.pending.size >= this.maxPending) {
-      this.onAsyncError?.(new Error("guard: too many reports pending; report dropped"));
+      this.onAsyncError?.(new TooManyPendingReportsError());
       return;
     }
     const p: Promise<void> = this.report(req).then(

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { createServer as createTCPServer } from "node:net";
 import { after, test } from "node:test";
-import { GuardClient, GuardError, isUnavailable, parseRetryAfter } from "../dist/index.js";
+import { GuardClient, GuardError, TooManyPendingReportsError, isUnavailable, parseRetryAfter } from "../dist/index.js";
 
 const answer = '{"decision":"allow","reason":"ok","retry_after_ms":0,"decision_id":"01J","degraded":false,"limits":[],"lockout":null}';
 const login = { action: "login", user: "alice@example.com" };
@@ -165,6 +165,7 @@ test("background reports", async () => {
   assert.equal(got, 1);
   assert.equal(errors.length, 1);
   assert.match(String(errors[0]), /too many reports pending/);
+  assert.ok(errors[0] instanceof TooManyPendingReportsError, "a dropped report is told apart by its class, as Go's ErrTooManyPendingReports");
   await srv.close();
 });
 
