@@ -73,7 +73,8 @@ class Verdict:
     When ``allowed`` is false, answer with ``status``, ``headers`` and
     ``body`` (429 with Retry-After and the RateLimit headers, or 503 when a
     closed policy denied because Guard could not answer, or 400 for an
-    identifier Guard refused); the body names no rule, limit or account.
+    identifier Guard refused or found too large for a check); the body names
+    no rule, limit or account.
     """
 
     allowed: bool
@@ -199,7 +200,9 @@ class Protector:
             res = self.client.check(self.action, user=user, ip=ip, device=device, phone=phone,
                                     challenge_passed=challenge_passed, failure_policy=self.failure_policy)
         except GuardError as e:
-            if e.status == 400 and e.field in ("user", "ip", "device", "phone"):
+            # An identifier Guard refused came from the end client, and so did
+            # one that made the check's body pass Guard's 8 KiB (413 too_large).
+            if e.status == 413 or (e.status == 400 and e.field in ("user", "ip", "device", "phone")):
                 return _json_answer(400, "invalid_request", "the request is not valid", [])
             raise
         if res.challenge:

@@ -87,6 +87,8 @@ class ProtectorAgainstGuard(GuardTestCase):
         self.assertEqual(status, 204, "another address is not locked")
         status, _, _ = post(url, {"email": "x" * 300})
         self.assertEqual(status, 400, "an identifier Guard refuses is the end client's 400")
+        status, _, _ = post(url, {"email": "x" * 9000})
+        self.assertEqual(status, 400, "so is one that makes the check's body pass Guard's 8 KiB (413)")
 
     def test_repeated_real_ip_takes_the_last(self) -> None:
         # A proxy that adds its X-Real-IP instead of replacing the client's
