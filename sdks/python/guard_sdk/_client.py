@@ -380,6 +380,20 @@ class Client:
         """The server's readiness (no key needed)."""
         return Readiness.from_wire(self._get("/readyz")[0])
 
+    def health(self) -> None:
+        """Whether the Guard process serves (GET /healthz, no key needed): returns on Guard's
+        200 {"status": "ok"}.
+
+        Raises GuardError for another status (with code "" for a 200 that is not Guard's:
+        another server at the URL) and GuardUnavailableError when Guard cannot be reached.
+        Bounded and retried like the admin calls. Unlike ready() it says nothing of Redis or
+        Postgres: use it for liveness.
+        """
+        data, headers = self._get("/healthz")
+        if not isinstance(data, dict) or data.get("status") != "ok":
+            raise GuardError(200, "", f"/healthz answered {json.dumps(data)[:64]}, not status \"ok\": is the URL Guard's?",
+                             request_id=headers.get("x-request-id", ""))
+
     # --- transport -------------------------------------------------------
 
     def _get(self, path: str, query: Optional[Mapping[str, Any]] = None) -> Tuple[Any, Dict[str, str]]:

@@ -278,6 +278,22 @@ class Retries(unittest.TestCase):
         self.assertEqual(srv.calls, 3)
 
 
+class Health(unittest.TestCase):
+    def test_health_is_retried_and_wants_guards_answer(self) -> None:
+        srv = dropping()
+        self.addCleanup(srv.close)
+        with self.assertRaises(Exception) as cm:
+            Client(srv.url, "k").health()
+        self.assertTrue(is_unavailable(cm.exception))
+        self.assertEqual(srv.calls, 3, "a GET is retried")
+        other = Server(lambda h, n: reply(h, 200, b'{"healthy":true}'))
+        self.addCleanup(other.close)
+        with self.assertRaises(GuardError) as ce:
+            Client(other.url, "k").health()
+        self.assertEqual((ce.exception.status, ce.exception.code), (200, ""))
+        self.assertIn("is the URL Guard's?", str(ce.exception))
+
+
 def wait_until(cond: Callable[[], bool], timeout: float = 5.0) -> bool:
     end = time.monotonic() + timeout
     while not cond():

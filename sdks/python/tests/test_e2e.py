@@ -88,6 +88,7 @@ class EndToEnd(GuardTestCase):
 
         ready = checker.ready()
         self.assertEqual((ready.mode, ready.redis, ready.audit_backlog >= 0), ("normal", "ok", True))
+        self.assertIsNone(Client(url, "").health(), "healthz needs no key")
         with self.assertRaises(GuardError) as cm:
             checker.check("nope", user="x")
         self.assertEqual(cm.exception.code, "unknown_action")
