@@ -7,6 +7,7 @@ import io
 import json
 import os
 import random
+import re
 import select
 import socket
 import ssl
@@ -134,6 +135,15 @@ def _idle_and_open(conn: http.client.HTTPConnection) -> bool:
         return False
 
 
+_UNSENDABLE = re.compile(r"[^\t\x20-\x7e\x80-\xff]")
+
+
+def _unsendable(v: str) -> bool:
+    """Whether v holds a character an HTTP header value cannot carry (a control character other
+    than a tab, DEL, or one above U+00FF: http.client sends headers as Latin-1)."""
+    return _UNSENDABLE.search(v) is not None
+
+
 def _drop_none(d: Mapping[str, Any]) -> Dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
 
@@ -162,6 +172,10 @@ class Client:
     call whose connection could not be made. check and report record
     attempts, so a timeout or a 5xx is not retried for them.
 
+    A ``base_url`` that is not http or https, and an ``api_key`` or ``user_agent`` that no
+    HTTP header can carry (a control character), raise ValueError here; white space around the
+    key is dropped.
+
     Connections are kept alive and reused: up to ``max_idle_connections``
     (default 8) idle ones, each closed once idle for ``idle_timeout`` seconds
     (default 30). A pooled connection the server has closed is noticed before
@@ -185,7 +199,16 @@ class Client:
         self._host = u.hostname
         self._port = u.port or (443 if self._https else 80)
         self._prefix = u.path
-        self._api_key = api_key
+        # White space around the key (a key file's newline) is no part of it: no header value
+        # carries it. A character no header can carry would fail every call, in http.client's
+        # words, which quote the whole header (and so the key): refuse it here, without the key.
+        self._api_key = api_key.strip(" \t\r\n")
+        if _unsendable(self._api_key):
+            raise ValueError("guard: the API key holds a control character (or one above U+00FF) "
+                             "and cannot be sent in a header")
+        if _unsendable(user_agent):
+            raise ValueError("guard: the user agent holds a control character (or one above U+00FF) "
+                             "and cannot be sent in a header")
         self._timeout = timeout
         self._admin_timeout = admin_timeout
         self._retries = max(0, retries)

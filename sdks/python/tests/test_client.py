@@ -527,6 +527,24 @@ class Misc(unittest.TestCase):
         with self.assertRaises(ValueError):
             Client("not a url", "k")
 
+    def test_key_that_cannot_be_sent(self) -> None:
+        # Refused at once, never with the key in the message (http.client's
+        # own ValueError, at each call, quoted the whole header).
+        for key, agent in (("k-\nsecret", "guard-sdk-python"), ("k-\x00secret", "guard-sdk-python"),
+                           ("k-\u20acsecret", "guard-sdk-python"), ("k", "app\r\nX-Evil: 1")):
+            with self.subTest(key=key, agent=agent):
+                with self.assertRaises(ValueError) as cm:
+                    Client("http://127.0.0.1:1", key, user_agent=agent)
+                self.assertNotIn("secret", str(cm.exception))
+        # White space around the key (a key file's newline) is no part of it.
+        seen: List[str] = []
+        srv = Server(lambda h, n: (seen.append(h.headers.get("Authorization", "")), reply(h, 200, ANSWER)))
+        self.addCleanup(srv.close)
+        c = Client(srv.url, " k-check\r\n", timeout=5)
+        self.addCleanup(c.close)
+        self.assertFalse(c.check("login", user="a", failure_policy=FailurePolicy.CLOSED).bypassed)
+        self.assertEqual(seen, ["Bearer k-check"])
+
 
 if __name__ == "__main__":
     unittest.main()
