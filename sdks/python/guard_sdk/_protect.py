@@ -159,6 +159,7 @@ class Protector:
     def __init__(self, client: Client, action: str, *, ip: Optional[IPExtractor] = None,
                  device_cookie: str = "", device_header: str = "",
                  failure_policy: FailurePolicy = FailurePolicy.OPEN) -> None:
+        failure_policy = FailurePolicy(failure_policy)  # "open", "closed" as the enum; "error" refused below
         if failure_policy is FailurePolicy.ERROR:
             raise ValueError("guard: a Protector needs FailurePolicy.OPEN or CLOSED")
         self.client = client

@@ -116,8 +116,11 @@ class ProtectorAgainstGuard(GuardTestCase):
         v = Protector(client, "login", failure_policy=FailurePolicy.CLOSED).check(Request(peer="192.0.2.1"))
         self.assertEqual((v.allowed, v.status), (False, 503))
         self.assertNotIn("Retry-After", dict(v.headers))
-        with self.assertRaises(ValueError):
-            Protector(client, "login", failure_policy=FailurePolicy.ERROR)
+        for error in (FailurePolicy.ERROR, "error"):  # FailurePolicy is a str enum: "error" is ERROR
+            with self.assertRaises(ValueError):
+                Protector(client, "login", failure_policy=error)  # type: ignore[arg-type]
+        v = Protector(client, "login", failure_policy="closed").check(Request(peer="192.0.2.1"))  # type: ignore[arg-type]
+        self.assertEqual((v.allowed, v.status), (False, 503))
 
 
 class Helpers(unittest.TestCase):
