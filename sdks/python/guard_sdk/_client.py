@@ -14,9 +14,9 @@ import ssl
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from email.utils import parsedate_to_datetime
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 from urllib.parse import urlencode, urlsplit
 
 from ._errors import GuardError, GuardUnavailableError, TooManyPendingReports, is_unavailable
@@ -144,6 +144,15 @@ def _unsendable(v: str) -> bool:
     return _UNSENDABLE.search(v) is not None
 
 
+def _whole(v: Any) -> Any:
+    """An integer field as the wire wants it: a float without a fraction (2.0, which arithmetic
+    on floats gives and json.dumps would write as 2.0, refused by Guard) as the int it names.
+    Anything else goes as it is, for Guard to refuse with that field."""
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
 def _drop_none(d: Mapping[str, Any]) -> Dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
 
@@ -156,6 +165,8 @@ def _wire_time(t: datetime) -> str:
 
 def _audit_query(filters: Mapping[str, Any]) -> Dict[str, Any]:
     q = _drop_none(filters)
+    if "limit" in q:
+        q["limit"] = _whole(q["limit"])
     for k in ("since", "until"):
         if isinstance(q.get(k), datetime):
             q[k] = _wire_time(q[k])
@@ -240,9 +251,13 @@ class Client:
 
         When Guard cannot answer, the failure policy decides (the client's, or
         ``failure_policy`` for this call); a 4xx always raises GuardError.
+
+        ``cost`` may be a float without a fraction (``2.0``): it is sent as the integer it
+        names, which Guard requires (``json.dumps`` would write ``2.0``, a 400).
         """
         policy = FailurePolicy(failure_policy) if failure_policy is not None else self._policy
-        body = _drop_none({"action": action, "user": user, "ip": ip, "device": device, "phone": phone, "cost": cost})
+        body = _drop_none({"action": action, "user": user, "ip": ip, "device": device, "phone": phone,
+                           "cost": _whole(cost)})
         if dry_run:
             body["dry_run"] = True
         if challenge_passed:
@@ -327,11 +342,12 @@ class Client:
                  limit: Optional[int] = None, cursor: Optional[str] = None) -> LockoutPage:
         """One page of the active lockouts matching the filter (scope admin).
 
-        ``limit`` is the page size (1 to 1000, default 100); the answer is a list of its entries
+        ``limit`` is the page size (1 to 1000, default 100; a float without a fraction counts as
+        its int, as ``cost`` and ``duration_ms`` do); the answer is a list of its entries
         whose ``next_cursor``, passed as ``cursor``, asks for the next page (None: no more).
         """
         q = _drop_none({"user": user, "ip": ip, "device": device, "phone": phone, "dimension": dimension,
-                        "ledger": ledger, "limit": limit, "cursor": cursor})
+                        "ledger": ledger, "limit": _whole(limit), "cursor": cursor})
         data, _ = self._get("/v1/lockouts", q)
         return LockoutPage((LockoutEntry.from_wire(e) for e in data["lockouts"]), data.get("next_cursor"))
 
@@ -349,19 +365,23 @@ class Client:
                            "ledger": ledger, "reason": reason})
         self._do("DELETE", "/v1/lockouts", body=body, timeout=self._admin_timeout, idempotent=False)
 
-    def lock(self, dimension: str, duration_ms: int, *, user: Optional[str] = None, ip: Optional[str] = None,
-             device: Optional[str] = None, phone: Optional[str] = None, phone_country: Optional[str] = None,
+    def lock(self, dimension: str, duration_ms: Union[int, timedelta], *, user: Optional[str] = None,
+             ip: Optional[str] = None, device: Optional[str] = None, phone: Optional[str] = None,
+             phone_country: Optional[str] = None,
              phone_prefix: Optional[str] = None, ledger: Optional[str] = None,
              reason: Optional[str] = None) -> List[LockoutEntry]:
-        """Locks a key for duration_ms (1 s to 30 days) by hand (scope admin); not retried, like unlock.
+        """Locks a key for duration_ms (1 s to 30 days; or a timedelta, in whole milliseconds) by hand
+        (scope admin); not retried, like unlock.
 
         Returns one entry per ledger locked (``ledger`` names one; default: every ledger with a
         lockout ladder). A manual lockout is not a strike: ``level`` stays the key's (0 without
         strikes) and ``until`` is the later of this end and a struck one. Identifiers as in unlock.
         """
+        if isinstance(duration_ms, timedelta):
+            duration_ms = duration_ms // timedelta(milliseconds=1)
         body = _drop_none({"dimension": dimension, "user": user, "ip": ip, "device": device, "phone": phone,
                            "phone_country": phone_country, "phone_prefix": phone_prefix,
-                           "duration_ms": duration_ms, "ledger": ledger, "reason": reason})
+                           "duration_ms": _whole(duration_ms), "ledger": ledger, "reason": reason})
         data, _ = self._do("POST", "/v1/lockouts", body=body, timeout=self._admin_timeout, idempotent=False)
         return [LockoutEntry.from_wire(e) for e in data["lockouts"]]
 

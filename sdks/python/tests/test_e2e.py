@@ -25,6 +25,9 @@ class EndToEnd(GuardTestCase):
 
         dry = checker.check("login", ip="203.0.113.8", cost=2, dry_run=True)
         self.assertEqual(dry.limits[0].remaining, 58)
+        # A float without a fraction (what arithmetic on floats gives) is the integer it names:
+        # json.dumps would write 2.0, which Guard refuses (400 field cost).
+        self.assertEqual(checker.check("login", ip="203.0.113.8", cost=2.0, dry_run=True).limits[0].remaining, 58)
 
         rep = checker.report("login", "success", user="Alice@Example.COM", ip="203.0.113.7",
                              device="d-alice", decision_id=res.decision_id)
@@ -124,6 +127,12 @@ class AdminEndToEnd(GuardTestCase):
             self.assertEqual([(e.dimension, e.ip, e.ledger, e.level) for e in locked], [("ip", ip, "auth", 0)])
             self.assertRegex(locked[0].until, r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
         self.assertEqual(checker.check("login", ip=ips[0]).reason, "locked_out")
+        # A timedelta, as Go's LockRequest.Duration, or a float without a fraction (0.5 * 3600 * 1000).
+        for duration in (timedelta(minutes=30), 0.5 * 3600 * 1000):
+            with self.subTest(duration=duration):
+                e = admin.lock("ip", duration, ip="192.0.2.104", ledger="auth", reason="py manual")[0]
+                self.assertEqual(e.ip, "192.0.2.104")
+        admin.unlock("ip", ip="192.0.2.104", reason="py manual done")
         with self.assertRaises(GuardError) as cm:
             admin.lock("ip", 1, ip=ips[0])
         self.assertEqual((cm.exception.status, cm.exception.field), (400, "duration_ms"))
@@ -141,7 +150,7 @@ class AdminEndToEnd(GuardTestCase):
             admin.lock("ip", 3_600_000, ip=ip, ledger="auth", reason="py paging")
         seen, cursor, pages = [], None, 0
         while True:
-            page = admin.lockouts(dimension="ip", ledger="auth", limit=2, cursor=cursor)
+            page = admin.lockouts(dimension="ip", ledger="auth", limit=2.0, cursor=cursor)  # type: ignore[arg-type]
             self.assertLessEqual(len(page), 2)
             seen += [e.ip for e in page]
             pages += 1
