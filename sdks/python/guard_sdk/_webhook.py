@@ -8,7 +8,10 @@ import hashlib
 import hmac
 import re
 import time
-from typing import Optional, Union
+from dataclasses import dataclass
+from typing import Any, Dict, Optional, Union
+
+from ._types import _known
 
 SIGNATURE_HEADER = "X-Guard-Signature"
 DEFAULT_WEBHOOK_TOLERANCE = 300.0  # seconds
@@ -21,6 +24,48 @@ Bytes = Union[str, bytes]
 
 def _b(v: Bytes) -> bytes:
     return v.encode() if isinstance(v, str) else v
+
+
+@dataclass
+class Notification:
+    """The JSON body Guard POSTs to notifications.webhook_url (as Go's sdk.Notification and
+    TypeScript's Notification); read it with ``Notification.from_wire(json.loads(body))`` once
+    verify_webhook passed.
+
+    Identifiers are as the audit event beside it has them (keyed hashes under
+    audit.pseudonymize), None when null: for a strike those of the striking request, for a
+    manual lockout or an unlock those of ``dimension``, which says which key is locked (an
+    "ip" lockout may name the user whose attempt struck it). Deliveries are at least once:
+    deduplicate on ``id``, the same on every retry. Times are RFC 3339 strings with
+    milliseconds (UTC).
+    """
+
+    #: Unique per notification (a ULID).
+    id: str
+    #: "lockout" (a strike or a manual lockout) or "unlock".
+    event: str
+    at: str
+    instance: str
+    #: None only for an unlock of every ledger when Guard could not tell which were locked.
+    ledger: Optional[str]
+    dimension: str
+    user: Optional[str]
+    ip: Optional[str]
+    device: Optional[str]
+    #: After a strike the ladder step (from 1); a manual lockout's current level (0 without strikes); 0 for an unlock.
+    level: int
+    #: When the lockout ends; None for an unlock.
+    until: Optional[str]
+    #: The striking rule's name, or the administrator's reason ("" when none was given).
+    reason: str
+    #: The E.164 number (or its hash), or the region / prefix of a phone_country / phone_prefix
+    #: lockout; absent from the body (None here) when the lockout involves no phone.
+    phone: Optional[str] = None
+
+    @classmethod
+    def from_wire(cls, d: Dict[str, Any]) -> "Notification":
+        """Reads a notification body, ignoring fields a newer Guard may add."""
+        return _known(cls, d)
 
 
 class WebhookVerificationError(Exception):

@@ -7,7 +7,7 @@ import unittest
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from guard_sdk import SIGNATURE_HEADER, WebhookVerificationError, sign_webhook, verify_webhook
+from guard_sdk import SIGNATURE_HEADER, Notification, WebhookVerificationError, sign_webhook, verify_webhook
 from tests.guard_server import KEY_ADMIN, Guard
 
 SECRET = "whsec-test"
@@ -43,6 +43,23 @@ class VerifyWebhook(unittest.TestCase):
                 with self.assertRaises(WebhookVerificationError) as cm:
                     verify_webhook(secret, header, body, now=now, tolerance=tolerance)
                 self.assertEqual(cm.exception.code, code)
+
+
+class NotificationBody(unittest.TestCase):
+    def test_from_wire(self) -> None:
+        # The body of api.md's example; nulls as None, phone absent (None), a field a newer Guard adds ignored.
+        n = Notification.from_wire(json.loads(
+            '{"id":"01JDZ8K3Q4W5E6R7T8Y9U0I1O2","event":"lockout","at":"2026-12-01T11:00:00.123Z",'
+            '"instance":"guard-1","ledger":"auth","dimension":"user","user":"alice@example.com","ip":null,'
+            '"device":null,"level":2,"until":"2026-12-01T11:05:00.123Z","reason":"login/user/failures","new":1}'))
+        self.assertEqual((n.id, n.event, n.at, n.instance, n.ledger, n.dimension, n.user, n.ip, n.device, n.phone,
+                          n.level, n.until, n.reason),
+                         ("01JDZ8K3Q4W5E6R7T8Y9U0I1O2", "lockout", "2026-12-01T11:00:00.123Z", "guard-1", "auth", "user",
+                          "alice@example.com", None, None, None, 2, "2026-12-01T11:05:00.123Z", "login/user/failures"))
+        u = Notification.from_wire({"id": "x", "event": "unlock", "at": "2026-12-01T11:00:00.123Z", "instance": "g",
+                                    "ledger": None, "dimension": "phone", "user": None, "ip": None, "device": None,
+                                    "phone": "+447400123456", "level": 0, "until": None, "reason": ""})
+        self.assertEqual((u.ledger, u.phone, u.until, u.level), (None, "+447400123456", None, 0))
 
 
 class RealGuard(unittest.TestCase):
@@ -84,6 +101,9 @@ class RealGuard(unittest.TestCase):
         self.assertIsInstance(n, dict, n)
         self.assertEqual((n["event"], n["dimension"], n["ip"], n["user"], n["reason"]),
                          ("lockout", "ip", "203.0.113.9", None, "py test"))
+        typed = Notification.from_wire(n)
+        self.assertEqual((typed.event, typed.ledger, typed.level, typed.user, typed.phone), ("lockout", "auth", 0, None, None))
+        self.assertRegex(typed.until or "", r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
 
 if __name__ == "__main__":
