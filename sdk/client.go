@@ -308,7 +308,10 @@ func (c *Client) Audit(ctx context.Context, f AuditFilter) (*AuditPage, error) {
 
 // ExportAudit streams every event matching f (f.Limit is ignored) to w, as
 // FormatNDJSON (one JSON event per line) or FormatCSV (with a header row).
-// Only ctx bounds it; it is not retried (w may hold part of the answer).
+// Only ctx bounds it; it is not retried (w may hold part of the answer). A
+// transfer Guard or the network breaks off (Guard cuts an export whose
+// store fails mid-way) is an error IsUnavailable reports; w's own error is
+// returned wrapped, and is not.
 func (c *Client) ExportAudit(ctx context.Context, f AuditFilter, format string, w io.Writer) error {
 	var accept string
 	switch format {
@@ -338,10 +341,31 @@ func (c *Client) ExportAudit(ctx context.Context, f AuditFilter, format string, 
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != accept {
 		return fmt.Errorf("guard: export audit: the server answered %.64q, not %s: is the URL Guard's?", resp.Header.Get("Content-Type"), accept)
 	}
-	if _, err := io.Copy(w, resp.Body); err != nil {
-		return fmt.Errorf("guard: export audit: %w", err)
+	body := &readErrs{r: resp.Body}
+	if _, err := io.Copy(w, body); err != nil {
+		if body.err != nil {
+			// Guard broke off the transfer (it cuts an export whose store
+			// fails mid-way), or the connection did.
+			return &unavailableError{fmt.Errorf("guard: export audit: %w", err)}
+		}
+		return fmt.Errorf("guard: export audit: %w", err) // w's own error
 	}
 	return nil
+}
+
+// readErrs remembers the error its reader returned other than io.EOF, so
+// that a failed copy tells Guard's broken answer from the writer's error.
+type readErrs struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErrs) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF {
+		r.err = err
+	}
+	return n, err
 }
 
 // Ready returns the server's readiness (no key needed). A server that

@@ -198,3 +198,32 @@ func TestHealth(t *testing.T) {
 		t.Error("Health of another server's 200 = nil; want an error")
 	}
 }
+
+// TestExportAuditBrokenTransfer: Guard cuts an export whose store fails
+// mid-way (api.md: "a client sees a broken transfer"); that is Guard
+// breaking off its answer, an error IsUnavailable reports, while a writer
+// of the caller's that fails is not.
+func TestExportAuditBrokenTransfer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		_, _ = io.WriteString(w, `{"id":"01J"}`+"\n")
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler) // the connection is cut without the last chunk
+	}))
+	defer srv.Close()
+	var out strings.Builder
+	err := sdk.New(srv.URL, "k").ExportAudit(context.Background(), sdk.AuditFilter{}, sdk.FormatNDJSON, &out)
+	if err == nil || !sdk.IsUnavailable(err) {
+		t.Errorf("ExportAudit cut mid-way = %v; want an error IsUnavailable reports", err)
+	}
+	err = sdk.New(srv.URL, "k").ExportAudit(context.Background(), sdk.AuditFilter{}, sdk.FormatNDJSON, failingWriter{})
+	if err == nil || sdk.IsUnavailable(err) || !errors.Is(err, errDiskFull) {
+		t.Errorf("ExportAudit into a failing writer = %v; want the writer's error, not unavailable", err)
+	}
+}
+
+var errDiskFull = errors.New("disk full")
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errDiskFull }
