@@ -255,7 +255,11 @@ export class GuardClient {
     return (await this.get<AuditPage>("v1/audit", auditParams(filter), opts)).body;
   }
 
-  /** Every event matching the filter as NDJSON or CSV text; bounded by the signal only. */
+  /**
+   * Every event matching the filter as NDJSON or CSV text; bounded by the signal only. A
+   * transfer Guard or the network breaks off (Guard cuts an export whose store fails mid-way)
+   * throws a GuardUnavailableError, never a short text.
+   */
   async exportAudit(filter: AuditFilter, format: "ndjson" | "csv", opts: CallOptions = {}): Promise<string> {
     const accept = format === "ndjson" ? "application/x-ndjson" : format === "csv" ? "text/csv" : "";
     if (!accept) throw new Error(`guard: unknown export format ${JSON.stringify(format)} (want "ndjson" or "csv")`);
@@ -268,7 +272,12 @@ export class GuardClient {
       await resp.body?.cancel();
       throw new GuardError(resp.status, "", `the server answered ${JSON.stringify(got.slice(0, 64))}, not ${accept}: is the URL Guard's?`, "", 0, resp.headers.get("x-request-id") ?? "");
     }
-    return resp.text();
+    try {
+      return await resp.text();
+    } catch (err) {
+      // Guard cuts an export whose store fails mid-way, or the connection broke.
+      throw new GuardUnavailableError(`guard: export audit: ${describe(err)}`, { cause: err });
+    }
   }
 
   /** The server's readiness (no key needed). */

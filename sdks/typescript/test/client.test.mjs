@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { createServer as createTCPServer } from "node:net";
 import { after, test } from "node:test";
-import { GuardClient, GuardError, TooManyPendingReportsError, isUnavailable, parseRetryAfter } from "../dist/index.js";
+import { GuardClient, GuardError, GuardUnavailableError, TooManyPendingReportsError, isUnavailable, parseRetryAfter } from "../dist/index.js";
 
 const answer = '{"decision":"allow","reason":"ok","retry_after_ms":0,"decision_id":"01J","degraded":false,"limits":[],"lockout":null}';
 const login = { action: "login", user: "alice@example.com" };
@@ -221,4 +221,15 @@ test("health: GET /healthz, retried like GETs; another server's 200 is no health
   await assert.rejects(new GuardClient({ baseUrl: other.url, apiKey: "k" }).health(),
     (e) => e instanceof GuardError && e.status === 200 && e.code === "" && /is the URL Guard's/.test(e.message));
   await other.close();
+});
+
+test("an export Guard cuts mid-way is a GuardUnavailableError, not fetch's bare TypeError", async () => {
+  // Guard cuts an export whose store fails mid-way (a broken transfer, never a short file).
+  const srv = await serve((req, res) => {
+    res.writeHead(200, { "Content-Type": "application/x-ndjson" });
+    res.write('{"id":"01J"}\n', () => res.socket.destroy());
+  });
+  await assert.rejects(new GuardClient({ baseUrl: srv.url, apiKey: "k" }).exportAudit({}, "ndjson"),
+    (e) => e instanceof GuardUnavailableError && isUnavailable(e));
+  await srv.close();
 });
