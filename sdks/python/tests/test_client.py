@@ -11,8 +11,8 @@ import unittest
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, List, Optional
 
-from guard_sdk import (AuditPage, CheckResponse, Client, FailurePolicy, GuardError, Readiness, ReportResponse,
-                       TooManyPendingReports, is_unavailable, parse_retry_after)
+from guard_sdk import (AuditPage, CheckResponse, Client, FailurePolicy, GuardError, GuardUnavailableError, Readiness,
+                       ReportResponse, TooManyPendingReports, is_unavailable, parse_retry_after)
 
 ANSWER = (b'{"decision":"allow","reason":"ok","retry_after_ms":0,"decision_id":"01J","degraded":false,'
           b'"limits":[],"lockout":null}')
@@ -179,6 +179,20 @@ class Timeouts(unittest.TestCase):
         srv = Server(handle)
         self.addCleanup(srv.close)
         self.assertEqual(Client(srv.url, "k").export_audit("ndjson", timeout=0.3), body.decode())
+
+    def test_export_cut_mid_way_is_unavailable(self) -> None:
+        # Guard cuts an export whose store fails mid-way: a broken transfer, never a short text.
+        def handle(h: BaseHTTPRequestHandler, n: int) -> None:
+            h.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n"
+                          b"Transfer-Encoding: chunked\r\n\r\nc\r\n" + b'{"id":"1"}\n\n' + b"\r\n")
+            h.wfile.flush()
+            h.connection.shutdown(socket.SHUT_RDWR)
+            h.close_connection = True
+
+        srv = Server(handle)
+        self.addCleanup(srv.close)
+        with self.assertRaises(GuardUnavailableError):
+            Client(srv.url, "k").export_audit("ndjson")
 
     def test_export_refuses_another_servers_answer(self) -> None:
         # A proxy's sign-in page (or any server at the URL) answers 200 too.
