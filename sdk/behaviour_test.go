@@ -364,3 +364,22 @@ func TestSubject(t *testing.T) {
 		t.Errorf("Report after a bypass carries decision id %q", r.DecisionID)
 	}
 }
+
+// TestCheckAnswerWithoutDecision: a 2xx whose JSON carries no decision
+// (another server at the URL, a proxy's own JSON) is no answer of Guard's,
+// like one that is not JSON at all: the failure policy answers it, and
+// FailError returns an error, never an attempt read as denied.
+func TestCheckAnswerWithoutDecision(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok"}`))
+	}))
+	defer srv.Close()
+	c := sdk.New(srv.URL, "k")
+	if res, err := c.Check(context.Background(), login); err == nil || !sdk.IsUnavailable(err) {
+		t.Errorf("Check = %+v, %v; want an error IsUnavailable reports", res, err)
+	}
+	if res, err := c.Check(context.Background(), login, sdk.FailOpen); err != nil || !res.Bypassed || !res.Allowed() {
+		t.Errorf("Check with FailOpen = %+v, %v; want the policy's bypassed allow", res, err)
+	}
+}

@@ -215,8 +215,9 @@ type call struct {
 
 // Check asks whether an attempt may go ahead. A denial is a successful
 // call: inspect CheckResponse.Allowed. When Guard cannot answer, the
-// failure policy decides (see Client); other errors are *Error for non-2xx
-// answers.
+// failure policy decides (see Client); so it does for a 2xx that is not a
+// check answer (not JSON, or JSON without a decision: another server at
+// the URL). Other errors are *Error for non-2xx answers.
 func (c *Client) Check(ctx context.Context, req CheckRequest, opts ...CallOption) (*CheckResponse, error) {
 	cfg := callConfig{policy: c.policy}
 	for _, o := range opts {
@@ -226,6 +227,11 @@ func (c *Client) Check(ctx context.Context, req CheckRequest, opts ...CallOption
 	var h http.Header
 	err := c.do(ctx, call{method: http.MethodPost, path: "/v1/check",
 		body: appendCheckRequest(make([]byte, 0, 128), &req), timeout: c.timeout, header: &h}, &out)
+	if err == nil && out.Decision == "" {
+		// JSON, but no answer of Guard's (another server at the URL): as
+		// for an answer that is not JSON at all, Guard did not answer.
+		err = &unavailableError{errors.New("guard: POST /v1/check answered without a decision: is the URL Guard's?")}
+	}
 	if err != nil {
 		// A ctx the caller cancelled is no Guard outage: nobody waits for
 		// the answer, and FailOpen would let an unchecked attempt through
