@@ -163,7 +163,9 @@ export class GuardClient {
 
   /**
    * May this attempt go ahead? A denial is a successful call (check
-   * result.decision). When Guard cannot answer, the failure policy decides;
+   * result.decision). When Guard cannot answer, the failure policy decides
+   * (so it does for a 2xx that is not a check answer: not JSON, or JSON
+   * without a decision);
    * a 4xx (the call is wrong) always throws a GuardError, and a call whose
    * opts.signal the caller aborted throws too.
    */
@@ -173,6 +175,11 @@ export class GuardClient {
       const { body, headers } = await this.do<CheckResponse>({
         method: "POST", path: "v1/check", body: req, timeoutMs: this.timeoutMs, idempotent: false, signal: opts.signal,
       });
+      if (typeof body?.decision !== "string" || body.decision === "") {
+        // JSON, but no answer of Guard's (another server at the URL): as for
+        // an answer that is not JSON at all, Guard did not answer.
+        throw new GuardUnavailableError("guard: POST /v1/check answered without a decision: is the URL Guard's?");
+      }
       return {
         ...body,
         rateLimit: headers.get("RateLimit") ?? "",

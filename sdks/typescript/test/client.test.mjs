@@ -233,3 +233,12 @@ test("an export Guard cuts mid-way is a GuardUnavailableError, not fetch's bare 
     (e) => e instanceof GuardUnavailableError && isUnavailable(e));
   await srv.close();
 });
+
+test("a 2xx check answer without a decision is Guard not answering, as a non-JSON one is", async () => {
+  const srv = await serve((req, res) => { res.setHeader("Content-Type", "application/json"); res.end('{"status":"ok"}'); });
+  await assert.rejects(new GuardClient({ baseUrl: srv.url, apiKey: "k" }).check(login), (e) => isUnavailable(e));
+  const r = await new GuardClient({ baseUrl: srv.url, apiKey: "k", failurePolicy: "open" }).check(login);
+  assert.equal(r.bypassed, true);
+  assert.equal(r.decision, "allow");
+  await srv.close();
+});
