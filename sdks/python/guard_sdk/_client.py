@@ -250,7 +250,8 @@ class Client:
         step-up MFA); once passed, check again with ``challenge_passed=True``.
 
         When Guard cannot answer, the failure policy decides (the client's, or
-        ``failure_policy`` for this call); a 4xx always raises GuardError.
+        ``failure_policy`` for this call), and so it does for a 2xx that is not a check
+        answer (not JSON, or JSON without a decision); a 4xx always raises GuardError.
 
         ``cost`` may be a float without a fraction (``2.0``): it is sent as the integer it
         names, which Guard requires (``json.dumps`` would write ``2.0``, a 400).
@@ -264,6 +265,10 @@ class Client:
             body["challenge_passed"] = True
         try:
             data, headers = self._do("POST", "/v1/check", body=body, timeout=self._timeout, idempotent=False)
+            if not isinstance(data, dict) or not isinstance(data.get("decision"), str) or not data["decision"]:
+                # JSON, but no answer of Guard's (another server at the URL): as for an
+                # answer that is not JSON at all, Guard did not answer.
+                raise GuardUnavailableError("guard: POST /v1/check answered without a decision: is the URL Guard's?")
         except Exception as err:  # noqa: BLE001 - the policy decides which
             if policy is not FailurePolicy.ERROR and is_unavailable(err):
                 return CheckResponse(decision=ALLOW if policy is FailurePolicy.OPEN else DENY,

@@ -506,6 +506,16 @@ class FailurePolicies(unittest.TestCase):
                 self.assertIsNotNone(r.cause)
 
 
+    def test_check_answer_without_a_decision(self) -> None:
+        # Another server's JSON is no answer of Guard's, like one that is not JSON at all.
+        srv = Server(lambda h, n: reply(h, 200, b'{"status":"ok"}'))
+        self.addCleanup(srv.close)
+        with self.assertRaises(GuardUnavailableError):
+            Client(srv.url, "k").check("login", user="a")
+        r = Client(srv.url, "k", failure_policy=FailurePolicy.OPEN).check("login", user="a")
+        self.assertEqual((r.bypassed, r.decision), (True, "allow"))
+
+
 class BackgroundReports(unittest.TestCase):
     def test_bounded_and_flushed(self) -> None:
         got = []
