@@ -65,6 +65,11 @@ type Config struct {
 	// (with zeros when none is): the candidate's actions, or the one a
 	// run is limited to.
 	Actions []string
+	// Only, when set, limits the report to this action. Every event still
+	// replays: an action's decisions depend on other actions' events (a
+	// lockout ledger they share, a rule name they share, the devices
+	// their successes trust).
+	Only string
 }
 
 // Replayer replays events one by one (Add) and sums up (Report). It is not
@@ -75,7 +80,9 @@ type Replayer struct {
 	clock   atomic.Int64 // simulated now, Unix ms
 	last    captured
 	top     int
+	only    string
 	actions map[string]*tally
+	others  *tally // the actions Only leaves out
 	checks  checkMemo
 }
 
@@ -90,7 +97,7 @@ func (c *captured) Record(e audit.Event) { c.e, c.set = e, true }
 
 // New returns a Replayer for the candidate; Close releases its store.
 func New(cfg Config) (*Replayer, error) {
-	r := &Replayer{top: cfg.Top, actions: map[string]*tally{}, checks: checkMemo{byID: map[string]memo{}}}
+	r := &Replayer{top: cfg.Top, only: cfg.Only, actions: map[string]*tally{}, checks: checkMemo{byID: map[string]memo{}}}
 	if r.top <= 0 {
 		r.top = DefaultTop
 	}
@@ -132,7 +139,15 @@ func (r *Replayer) Add(ctx context.Context, e audit.Event) error {
 		r.clock.Store(ms)
 	}
 	t := r.actions[e.Action]
-	if t == nil {
+	switch {
+	case t != nil:
+	case r.only != "" && e.Action != r.only:
+		// Replayed for its effect on Only's decisions, not reported.
+		if r.others == nil {
+			r.others = newTally(r.top)
+		}
+		t = r.others
+	default:
 		t = newTally(r.top)
 		r.actions[e.Action] = t
 	}
@@ -243,7 +258,11 @@ type Source interface {
 
 // Run replays the events of f from src through cfg's candidate. progress,
 // if set, is called after every event with the number replayed so far.
+// f.Action limits the report, not the replay (as Config.Only).
 func Run(ctx context.Context, src Source, f audit.ReplayFilter, cfg Config, progress func(n int64)) (Report, error) {
+	if f.Action != "" {
+		cfg.Only, f.Action = f.Action, ""
+	}
 	r, err := New(cfg)
 	if err != nil {
 		return Report{}, err

@@ -203,11 +203,15 @@ func TestReplayIP(t *testing.T) {
 	}
 }
 
-// sliceSource replays events held in memory.
+// sliceSource replays events held in memory, filtered by action as
+// audit.ReplayReader does.
 type sliceSource []audit.Event
 
-func (s sliceSource) Replay(_ context.Context, _ audit.ReplayFilter, fn func(audit.Event) error) error {
+func (s sliceSource) Replay(_ context.Context, f audit.ReplayFilter, fn func(audit.Event) error) error {
 	for _, e := range s {
+		if f.Action != "" && e.Action != f.Action {
+			continue
+		}
 		if err := fn(e); err != nil {
 			return err
 		}

@@ -41,7 +41,7 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DatabaseURL, "database-url", "", "audit database (default: GUARD_DATABASE_URL, else the candidate's database_url)")
 	fs.StringVar(&o.SinceArg, "since", "24h", "replay events at or after this time")
 	fs.StringVar(&o.UntilArg, "until", "", "replay events before this time (default: now)")
-	fs.StringVar(&o.Action, "action", "", "replay only this action")
+	fs.StringVar(&o.Action, "action", "", "report only this action (every action's events still replay: they share lockouts and trusted devices)")
 	fs.StringVar(&o.Format, "format", "table", "output: table or json")
 }
 
@@ -59,7 +59,8 @@ type Options struct {
 	// 3339, a date, or a duration ago; UntilArg "" is now).
 	Since, Until       time.Time
 	SinceArg, UntilArg string
-	// Action, when set, replays one action.
+	// Action, when set, limits the report to one action (every action's
+	// events still replay).
 	Action string
 	// Format is "table" (default) or "json".
 	Format string
@@ -116,7 +117,9 @@ func Execute(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer src.Close()
-	f := audit.ReplayFilter{Since: o.Since, Until: o.Until, Action: o.Action}
+	// --action limits the report; every action's events replay (they
+	// share ledgers, rule names and trusted devices).
+	f := audit.ReplayFilter{Since: o.Since, Until: o.Until}
 	var progress func(int64)
 	if file, ok := stderr.(*os.File); ok && isatty.IsTerminal(file.Fd()) {
 		total, err := src.Count(ctx, f)
@@ -132,7 +135,7 @@ func Execute(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	if o.Action == "" {
 		actions = slices.Sorted(maps.Keys(cfg.Guard.Policy.Actions))
 	}
-	rep, err := Run(ctx, src, f, Config{Guard: cfg.Guard, Actions: actions}, progress)
+	rep, err := Run(ctx, src, f, Config{Guard: cfg.Guard, Actions: actions, Only: o.Action}, progress)
 	if err != nil {
 		return err
 	}
