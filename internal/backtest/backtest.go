@@ -84,6 +84,10 @@ type Replayer struct {
 	actions map[string]*tally
 	others  *tally // the actions Only leaves out
 	checks  checkMemo
+	// settle is, per reserve_failures action of the candidate, how long
+	// its reservations live (its longest failure window): a report naming
+	// a check's decision_id settles it until then.
+	settle map[string]int64
 }
 
 // captured keeps the audit event the candidate Guard records for each
@@ -97,7 +101,16 @@ func (c *captured) Record(e audit.Event) { c.e, c.set = e, true }
 
 // New returns a Replayer for the candidate; Close releases its store.
 func New(cfg Config) (*Replayer, error) {
-	r := &Replayer{top: cfg.Top, only: cfg.Only, actions: map[string]*tally{}, checks: checkMemo{byID: map[string]memo{}}}
+	r := &Replayer{top: cfg.Top, only: cfg.Only, actions: map[string]*tally{},
+		checks: checkMemo{byID: map[string]memo{}, queues: map[int64][]string{}}, settle: map[string]int64{}}
+	for name, a := range cfg.Guard.Policy.Actions {
+		if !a.ReserveFailures {
+			continue
+		}
+		for _, f := range a.Failures {
+			r.settle[name] = max(r.settle[name], f.Window.Milliseconds())
+		}
+	}
 	if r.top <= 0 {
 		r.top = DefaultTop
 	}
@@ -156,7 +169,7 @@ func (r *Replayer) Add(ctx context.Context, e audit.Event) error {
 		t.before++ // whether or not the candidate runs it
 	}
 	subject := abuse.Subject{User: opt(e.User), IP: opt(replayIP(e.IP)), Device: opt(e.Device), Phone: opt(replayPhone(e.Phone))}
-	r.checks.forget(e.At.UnixMilli() - ReportHorizon.Milliseconds())
+	r.checks.forget(e.At.UnixMilli())
 	r.last.set = false
 	var err error
 	if e.Kind == audit.KindCheck {
@@ -165,7 +178,7 @@ func (r *Replayer) Add(ctx context.Context, e audit.Event) error {
 	} else {
 		var decisionID string
 		if m, ok := r.checks.byID[e.DecisionID]; ok && e.DecisionID != "" {
-			if m.denied && !m.wasDenied {
+			if m.denied && !m.wasDenied && e.At.UnixMilli()-m.at <= ReportHorizon.Milliseconds() {
 				// The candidate denied the attempt this report is
 				// about, which the trail's policy allowed: the caller
 				// would not have made it. (A report of a check that
@@ -190,26 +203,28 @@ func (r *Replayer) Add(ctx context.Context, e audit.Event) error {
 	}
 	if e.Kind == audit.KindCheck && e.ID != "" {
 		r.checks.remember(e.ID, memo{id: r.last.e.DecisionID, denied: r.last.e.Decision != "allow",
-			wasDenied: e.Decision != "allow", at: e.At.UnixMilli()})
+			wasDenied: e.Decision != "allow", at: e.At.UnixMilli()}, max(ReportHorizon.Milliseconds(), r.settle[e.Action]))
 	}
 	t.add(e, r.last.e)
 	return nil
 }
 
 // ReportHorizon is how long after a check a report that names its
-// decision_id is still matched to it. A later report replays as if the
-// candidate had allowed its check.
+// decision_id is still matched to it, to be dropped when the candidate
+// denied the check. A later report replays as if the candidate had
+// allowed its check (it still settles the candidate's reservation of a
+// reserve_failures check while that lives, as Guard's does).
 const ReportHorizon = 2 * time.Minute
 
 // checkMemo remembers what the candidate did with each recent check, for
 // the reports that name it: the candidate's own decision id (so a report
 // settles the candidate's reservation, reserve_failures) or that it
-// denied the attempt (so the report is dropped). Checks older than
-// ReportHorizon are forgotten, which bounds its memory by the traffic of
-// that long.
+// denied the attempt (so the report is dropped). A check is forgotten
+// ReportHorizon after it, or once its action's reservations have expired
+// if that is later, which bounds its memory by the traffic of that long.
 type checkMemo struct {
-	byID  map[string]memo
-	queue []string // ids, oldest first
+	byID   map[string]memo
+	queues map[int64][]string // ids by how long they are kept, oldest first
 }
 
 type memo struct {
@@ -217,27 +232,33 @@ type memo struct {
 	denied    bool  // by the candidate
 	wasDenied bool  // in the trail
 	at        int64 // Unix ms of the recorded check
+	until     int64 // Unix ms when it is forgotten
 }
 
-func (c *checkMemo) remember(id string, m memo) {
+// remember keeps m for keep ms after its check.
+func (c *checkMemo) remember(id string, m memo, keep int64) {
+	m.until = m.at + keep
 	c.byID[id] = m
-	c.queue = append(c.queue, id)
+	c.queues[keep] = append(c.queues[keep], id)
 }
 
-// forget drops the checks recorded before cutoff (Unix ms).
-func (c *checkMemo) forget(cutoff int64) {
-	i := 0
-	for ; i < len(c.queue); i++ {
-		m, ok := c.byID[c.queue[i]]
-		if ok && m.at >= cutoff {
-			break
+// forget drops the checks kept until before now (Unix ms).
+func (c *checkMemo) forget(now int64) {
+	for keep, q := range c.queues {
+		i := 0
+		for ; i < len(q); i++ {
+			m, ok := c.byID[q[i]]
+			if ok && m.until >= now {
+				break
+			}
+			delete(c.byID, q[i])
 		}
-		delete(c.byID, c.queue[i])
-	}
-	if i > 0 {
-		c.queue = c.queue[i:]
-		if cap(c.queue) > 4096 && len(c.queue) < cap(c.queue)/4 {
-			c.queue = append([]string(nil), c.queue...)
+		if i > 0 {
+			q = q[i:]
+			if cap(q) > 4096 && len(q) < cap(q)/4 {
+				q = append([]string(nil), q...)
+			}
+			c.queues[keep] = q
 		}
 	}
 }

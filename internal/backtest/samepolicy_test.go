@@ -129,3 +129,44 @@ func TestBacktestActionReplaysSharedState(t *testing.T) {
 		unchanged(t, rep, "login", 8, 1)
 	}
 }
+
+// TestBacktestLateReportSettlesReservation: a report that names its
+// check's decision_id settles that check's provisional failure
+// (reserve_failures) for as long as the reservation lives (the longest
+// failure window), also when it comes more than ReportHorizon after the
+// check. The replay forgot the check after ReportHorizon, replayed the
+// report without a decision_id, and so counted each failure twice and
+// never took back a success's provisional failure: a lockout that the
+// policy never made, and a check it denied.
+func TestBacktestLateReportSettlesReservation(t *testing.T) {
+	pol := abuse.Policy{Actions: map[string]abuse.Action{"otp_verify": {
+		Limits:          []abuse.Rule{{Dimension: abuse.DimUser, Limit: 100, Window: time.Minute}},
+		Failures:        []abuse.Rule{{Dimension: abuse.DimUser, Limit: 3, Window: time.Hour}},
+		Lockout:         abuse.Lockout{Ladder: []time.Duration{time.Minute}},
+		ReserveFailures: true,
+	}}}
+	l := newLive(t, pol)
+	s := abuse.Subject{User: opt("carol@example.com"), IP: opt("192.0.2.3")}
+	// Each code is verified 3 minutes after its check: four successes,
+	// then two failures.
+	for _, outcome := range []string{"success", "success", "success", "success", "failure", "failure"} {
+		d := l.check("otp_verify", s)
+		if !d.Allowed {
+			t.Fatalf("check: %s, want allowed (no lockout while recording)", d.Reason)
+		}
+		l.wait(3 * time.Minute)
+		l.report("otp_verify", s, outcome, d.ID)
+	}
+	// The third failure held: this check's provisional one strikes.
+	if d := l.check("otp_verify", s); !d.Allowed {
+		t.Fatalf("last check: %s, want allowed (its provisional failure strikes)", d.Reason)
+	}
+	if d := l.check("otp_verify", s); d.Reason != abuse.ReasonLockedOut {
+		t.Fatalf("check after the strike: %s, want locked_out", d.Reason)
+	}
+	rep, err := Run(context.Background(), sliceSource(l.trail), audit.ReplayFilter{}, Config{Guard: abuse.Config{Policy: pol}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unchanged(t, rep, "otp_verify", 14, 1)
+}
