@@ -28,6 +28,12 @@
 //     always replay.
 //   - Events lost before they reached Postgres (a crash, a full spool) are
 //     not replayed.
+//   - The replay starts empty at the range's start: windows, lockouts,
+//     ladder levels, trusted devices and reservations begun before it are
+//     not known, so early in the range even the trail's own policy can
+//     decide differently.
+//   - Decisions of the fallback (degraded) came from an instance's own
+//     state, which the replay's one store does not reproduce.
 package backtest
 
 import (

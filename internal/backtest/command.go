@@ -31,8 +31,10 @@ over a read-only connection and never touches Redis. --since and --until
 take RFC 3339 times, dates or durations ago (24h, 7d).
 
 Limits: callers react to answers (a denied attacker's next moves are not in
-the trail), a check's cost is not recorded (replayed as 1), and a
-pseudonymized trail cannot match CIDR lists. See docs/operations.md.`
+the trail), a check's cost is not recorded (replayed as 1), a
+pseudonymized trail cannot match CIDR lists, and the replay starts empty at
+--since (lockouts and windows begun before it are not known). See
+docs/operations.md.`
 
 // Flags binds o to the command's flags on fs; Execute resolves --since
 // and --until.
