@@ -123,14 +123,14 @@ func Execute(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	// share ledgers, rule names and trusted devices).
 	f := audit.ReplayFilter{Since: o.Since, Until: o.Until}
 	var progress func(int64)
+	var pb *bar
 	if file, ok := stderr.(*os.File); ok && isatty.IsTerminal(file.Fd()) {
 		total, err := src.Count(ctx, f)
 		if err != nil {
 			return err
 		}
-		bar := newBar(stderr, total)
-		progress = bar.update
-		defer bar.done()
+		pb = newBar(stderr, total)
+		progress = pb.update
 	}
 	// Every action the run covers is reported, also one without events.
 	actions := []string{o.Action}
@@ -138,6 +138,11 @@ func Execute(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		actions = slices.Sorted(maps.Keys(cfg.Guard.Policy.Actions))
 	}
 	rep, err := Run(ctx, src, f, Config{Guard: cfg.Guard, Actions: actions, Only: o.Action}, progress)
+	if pb != nil {
+		// Finished before the report (or the error) goes to the same
+		// terminal.
+		pb.done()
+	}
 	if err != nil {
 		return err
 	}
