@@ -61,13 +61,13 @@ require (
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/sync v0.25.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 require (
 	github.com/guardhq/guard/sdk v0.0.0-00010101000000-000000000000
 	github.com/nyaruka/phonenumbers v1.8.1
+	golang.org/x/sys v0.48.0
 )
 
 // The Go SDK is its own module (sdk/go.mod, standard library only) so
