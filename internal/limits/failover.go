@@ -282,7 +282,10 @@ func (f *FailoverStore) reportDegraded(ctx context.Context, req *ReportRequest, 
 // result, within AdminTimeout like the other admin calls, and a primary
 // that fails is an error (wrapping ErrUnavailable when it could not be
 // reached): the lock may still hold on the primary, so answering the
-// fallback's "not found" would be false. Like every admin call it never
+// fallback's "not found" would be false; the fallback's copies of manual
+// locks set through the primary are then kept (they hold on the primary
+// and must go on denying here if an outage is starting), the rest of the
+// fallback is lifted. Like every admin call it never
 // moves the breaker. While the breaker is open it answers the fallback's
 // result (other instances' fallbacks are not reached), unless req names a
 // manual lock that Lock set on the primary and copied here: then it lifts
@@ -293,8 +296,16 @@ func (f *FailoverStore) Unlock(ctx context.Context, req *UnlockRequest) (bool, e
 	if f.Degraded() && f.mirrorHolds(req.Locks) {
 		return false, fmt.Errorf("unlock: %w: a manual lockout set through the primary store, which is down: unlock again when it is back", ErrUnavailable)
 	}
-	localActive, localErr := f.fallback.Unlock(context.WithoutCancel(ctx), req)
 	if !f.Degraded() {
+		// The fallback's copies of manual locks are lifted only once the
+		// primary has lifted them: an unlock the primary fails (a Redis
+		// that stopped answering, the breaker still closed) must leave
+		// them denying through the outage it may be the start of.
+		local := req
+		if mirrored := f.mirroredOf(req.Locks); len(mirrored) > 0 {
+			local = &UnlockRequest{Locks: without(req.Locks, mirrored), Failures: req.Failures}
+		}
+		_, localErr := f.fallback.Unlock(context.WithoutCancel(ctx), local)
 		pctx, cancel := context.WithTimeout(ctx, f.cfg.AdminTimeout)
 		active, err := f.primary.Unlock(pctx, req)
 		cancel()
@@ -302,12 +313,16 @@ func (f *FailoverStore) Unlock(ctx context.Context, req *UnlockRequest) (bool, e
 			f.primaryError(err)
 			return false, fmt.Errorf("unlock: %w", err)
 		}
+		if local != req {
+			_, localErr = f.fallback.Unlock(context.WithoutCancel(ctx), &UnlockRequest{Locks: f.mirroredOf(req.Locks)})
+		}
 		f.forgetMirrored(req.Locks)
 		if localErr != nil {
 			f.logger.Warn("fallback unlock failed", "err", localErr)
 		}
 		return active, nil
 	}
+	localActive, localErr := f.fallback.Unlock(context.WithoutCancel(ctx), req)
 	if localErr != nil {
 		return false, fmt.Errorf("fallback unlock: %w", localErr)
 	}

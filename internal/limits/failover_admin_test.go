@@ -3,6 +3,7 @@ package limits_test
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"testing"
 	"time"
 
@@ -68,5 +69,57 @@ func TestFailoverAdminCallsOutlastBudget(t *testing.T) {
 	}
 	if fo.Degraded() {
 		t.Errorf("Degraded() = true; admin calls never open the breaker")
+	}
+}
+
+// TestFailoverUnlockTimeoutKeepsMirroredLock: an unlock that Redis does not
+// answer in time (paused) fails (ErrUnavailable, 503) and must lift nothing
+// in the fallback either: a manual lock that Lock copied there goes on
+// denying through the outage, as docs/api.md says ("while degraded, an
+// unlock of its key is 503 unavailable and lifts nothing, since it would
+// come back with Redis"). The unlock used to lift the fallback's copy before
+// it asked Redis, so a timed-out unlock let the key in during the outage.
+func TestFailoverUnlockTimeoutKeepsMirroredLock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and pauses a private redis-server; skipped with -short")
+	}
+	srv := testenv.PrivateRedis(t)
+	const budget = 50 * time.Millisecond
+	client, err := limits.NewRedisClient(limits.RedisConfig{URL: srv.URL()}, budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fallback := limits.NewMemory(limits.MemoryConfig{})
+	// No probes: the breaker stays closed, as at the start of an outage.
+	fo := limits.NewFailover(nil, limits.FailoverConfig{Budget: budget, AdminTimeout: 300 * time.Millisecond, ProbeInterval: time.Hour},
+		limits.NewRedis(client, limits.RedisStoreConfig{}), fallback, limits.FailoverEvents{})
+	defer fo.Close()
+	ctx := context.Background()
+	prefix := "guardunlock:" + rand.Text()[:10] + ":"
+	key := prefix + "lock"
+	if _, err := fo.Lock(ctx, &limits.LockRequest{Duration: time.Minute, Locks: []limits.ManualLock{{Key: key, Info: "x"}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	srv.Pause()
+	_, err = fo.Unlock(ctx, &limits.UnlockRequest{Locks: []string{key}})
+	srv.Resume()
+	if !errors.Is(err, limits.ErrUnavailable) {
+		t.Fatalf("unlock while Redis is paused = %v; want ErrUnavailable", err)
+	}
+	page, err := fallback.Lockouts(ctx, &limits.LockQuery{Pattern: prefix + "*", Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Locks) != 1 || page.Locks[0].Key != key {
+		t.Errorf("fallback lockouts after the failed unlock = %+v; want the manual lock still there", page.Locks)
+	}
+
+	// Once Redis answers the unlock, the fallback's copy goes too.
+	if _, err := fo.Unlock(ctx, &limits.UnlockRequest{Locks: []string{key}}); err != nil {
+		t.Fatalf("unlock with Redis back: %v", err)
+	}
+	if page, err = fallback.Lockouts(ctx, &limits.LockQuery{Pattern: prefix + "*", Limit: 10}); err != nil || len(page.Locks) != 0 {
+		t.Errorf("fallback lockouts after the unlock = %+v, %v; want none", page.Locks, err)
 	}
 }

@@ -3,6 +3,7 @@ package limits
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -70,6 +71,32 @@ func (f *FailoverStore) mirrorHolds(keys []string) bool {
 		}
 	}
 	return false
+}
+
+// mirroredOf returns the keys among keys that are manual locks copied from
+// the primary and not ended yet.
+func (f *FailoverStore) mirroredOf(keys []string) []string {
+	now := f.cfg.Now()
+	f.mirMu.Lock()
+	defer f.mirMu.Unlock()
+	var out []string
+	for _, k := range keys {
+		if f.mirrored[k].After(now) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// without returns keys less those in drop.
+func without(keys, drop []string) []string {
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if !slices.Contains(drop, k) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // forgetMirrored drops keys, lifted on the primary, from f.mirrored.
