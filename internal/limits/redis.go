@@ -56,6 +56,7 @@ type RedisStoreConfig struct {
 type RedisStore struct {
 	client  redis.UniversalClient
 	fn      *redisFunc
+	clock   *redisClock // Redis's clock offset, for the deadline of every call
 	batch   *batcher
 	cluster bool
 }
@@ -73,10 +74,12 @@ func NewRedis(client redis.UniversalClient, cfg RedisStoreConfig) *RedisStore {
 		cfg.MaxBatch = 64
 	}
 	_, cluster := client.(*redis.ClusterClient)
+	clock := newRedisClock()
 	return &RedisStore{
 		client:  client,
 		fn:      guardFunc,
-		batch:   newBatcher(client, guardFunc, cfg.Workers, cfg.MaxBatch),
+		clock:   clock,
+		batch:   newBatcher(client, guardFunc, clock, cfg.Workers, cfg.MaxBatch),
 		cluster: cluster,
 	}
 }
@@ -432,13 +435,18 @@ func (s *RedisStore) Ping(ctx context.Context) error {
 
 // pingOne probes one node (on Cluster, a master), loading the library
 // into that node alone when it is missing.
+// Its reply's now is a bound of Redis's clock offset (redisClock), so an
+// idle store keeps its estimate.
 func (s *RedisStore) pingOne(ctx context.Context, c redis.UniversalClient) error {
-	err := c.FCall(ctx, s.fn.name, nil, pingArgs...).Err()
+	sent := time.Now()
+	res, err := c.FCall(ctx, s.fn.name, nil, pingArgs...).Slice()
 	if functionMissing(err) {
 		if err = s.fn.load(ctx, c); err == nil {
-			err = c.FCall(ctx, s.fn.name, nil, pingArgs...).Err()
+			sent = time.Now()
+			res, err = c.FCall(ctx, s.fn.name, nil, pingArgs...).Slice()
 		}
 	}
+	s.clock.observe(sent, res, err)
 	return err
 }
 
@@ -455,6 +463,9 @@ func (s *RedisStore) Close() error {
 // rather than "the request or the script is wrong".
 var redisUnavailablePrefixes = []string{
 	"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY",
+	// A call the function library began after its caller's deadline and
+	// refused ("Late calls" in redis_late.go): Redis too slow for it.
+	"LATE",
 	"NOREPLICAS", "MOVED", "ASK", "UNBLOCKED", "NOSCRIPT",
 	// At maxmemory with noeviction Redis refuses every FCALL of a function
 	// that may write (Guard's does) before it runs: answered from the

@@ -15,6 +15,10 @@
 -- passes them on as SET's PX unconverted (a Lua number would be formatted
 -- by printf there).
 --
+-- The last argument of every call is its deadline ('~' and hexadecimal ms
+-- on Redis's clock, '~0' for none; redis_late.go): a call begun after it
+-- answers the error LATE <now> and does nothing.
+--
 -- ARGV[1], the spec: op ("check", "report", "unlock", "rollback", "undo"
 -- or "release"), then per op (in [brackets] the fields that are not in the
 -- spec but the next of ARGV[2..], in this order):
@@ -802,6 +806,15 @@ local function run(keys, args)
   end
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
+  -- A call begun after its caller's deadline (the last argument: '~' and
+  -- the ms on this clock in hexadecimal, '~0' for none) is refused before
+  -- it reads or writes anything: its caller was answered without Redis
+  -- (redis_late.go, "Late calls").
+  local dl = ARGV[#ARGV]
+  if dl and sbyte(dl, 1) == 126 then
+    dl = tonumber(ssub(dl, 2), 16)
+    if dl and dl > 0 and now > dl then return redis.error_reply('LATE ' .. now) end
+  end
   local p = spec(ARGV[1])
   SP, ST, SN, FL = p, p[1], p[2], nil
   ai, di, ki = 0, 1, 0

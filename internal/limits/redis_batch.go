@@ -18,6 +18,7 @@ import (
 type batcher struct {
 	client   redis.UniversalClient
 	fn       *redisFunc
+	clock    *redisClock
 	calls    chan *pending
 	maxBatch int
 	stop     chan struct{}
@@ -35,10 +36,11 @@ type pending struct {
 	done chan struct{}
 }
 
-func newBatcher(client redis.UniversalClient, fn *redisFunc, workers, maxBatch int) *batcher {
+func newBatcher(client redis.UniversalClient, fn *redisFunc, clock *redisClock, workers, maxBatch int) *batcher {
 	b := &batcher{
 		client:   client,
 		fn:       fn,
+		clock:    clock,
 		calls:    make(chan *pending, workers*maxBatch),
 		maxBatch: maxBatch,
 		stop:     make(chan struct{}),
@@ -142,14 +144,23 @@ func (b *batcher) exec(batch []*pending) {
 	if len(live) == 0 {
 		return
 	}
+	// Each call's last argument is its caller's deadline on Redis's
+	// clock, past which the function refuses it ("Late calls").
+	for _, c := range live {
+		c.args = append(c.args, b.clock.deadline(c.ctx))
+	}
+	sent := time.Now()
 	if len(live) == 1 {
 		c := live[0]
 		c.res, c.err = b.fcall(c.ctx, b.client, c)
 		if functionMissing(c.err) {
 			if c.err = b.fn.reload(c.ctx, b.client); c.err == nil {
+				sent = time.Now()
 				c.res, c.err = b.fcall(c.ctx, b.client, c)
 			}
 		}
+		b.clock.observe(sent, c.res, c.err)
+		b.retryLate(c)
 		close(c.done)
 		return
 	}
@@ -163,6 +174,8 @@ func (b *batcher) exec(batch []*pending) {
 			again = append(again, c)
 			continue
 		}
+		b.clock.observe(sent, c.res, c.err)
+		b.retryLate(c)
 		close(c.done)
 	}
 	if len(again) == 0 {
@@ -179,10 +192,28 @@ func (b *batcher) exec(batch []*pending) {
 		}
 		return
 	}
+	sent = time.Now()
 	for i, cmd := range b.pipeline(ctx, again) {
 		again[i].res, again[i].err = cmd.Slice()
+		b.clock.observe(sent, again[i].res, again[i].err)
+		b.retryLate(again[i])
 		close(again[i].done)
 	}
+}
+
+// retryLate sends c once more, alone, when the function refused it as
+// LATE while its caller still waits: the estimate of Redis's clock was too
+// low (a failover to a node whose clock is ahead, a clock step), and the
+// refusal's now has raised it. A LATE call did nothing, so sending it again
+// cannot run it twice; one whose caller has gone is not sent again.
+func (b *batcher) retryLate(c *pending) {
+	if !isLate(c.err) || c.ctx.Err() != nil {
+		return
+	}
+	c.args[len(c.args)-1] = b.clock.deadline(c.ctx)
+	sent := time.Now()
+	c.res, c.err = b.fcall(c.ctx, b.client, c)
+	b.clock.observe(sent, c.res, c.err)
 }
 
 // fcall sends one call alone.

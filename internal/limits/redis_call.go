@@ -294,7 +294,7 @@ var specBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b 
 func (a *callArgs) start(op string, n int) {
 	a.spec = specBufs.Get().(*[]byte)
 	*a.spec = append((*a.spec)[:0], op...)
-	a.argv = make([]any, 1, 1+n)
+	a.argv = make([]any, 1, 2+n) // and the deadline the batcher appends
 	a.intern = op == "check" || op == "report"
 }
 

@@ -2,6 +2,7 @@ package limits
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -55,5 +56,100 @@ func TestRedisFollowUpsKeepTheBudget(t *testing.T) {
 	}
 	if took := time.Since(start); took > 3*budget {
 		t.Errorf("follow-up call against a hung Redis took %v after a decision of budget %v; want at most about the budget", took, budget)
+	}
+}
+
+// TestRedisTimedOutCallIsNotRunLater: a decision that a hung Redis
+// (SIGSTOP) did not answer within its budget was answered from the fallback
+// (degraded), so Redis must not run it once it wakes: a late run counts an
+// attempt twice and, with reserve_failures or count_denials, can strike a
+// lockout that no answer, audit event or notification ever names. The
+// client cmd/guard builds (NewRedisClient) closes a connection that timed
+// out; closed gracefully, the call it had sent stayed in Redis's socket
+// buffer and ran when Redis resumed.
+func TestRedisTimedOutCallIsNotRunLater(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and pauses a private redis-server; skipped with -short")
+	}
+	srv := testenv.PrivateRedis(t)
+	const budget = 50 * time.Millisecond
+	client, err := NewRedisClient(RedisConfig{URL: srv.URL()}, budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewRedis(client, RedisStoreConfig{})
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	key := "guardlate:{a}l:rule"
+	req := &CheckRequest{Rules: []Rule{{Key: key, Limit: 10, Window: time.Minute}}, Cost: 1}
+	// Redis has been answering (the failover store's probes, decisions).
+	if err := s.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	srv.Pause()
+	cctx, cancel := context.WithTimeout(ctx, budget)
+	_, err = s.Check(cctx, req)
+	cancel()
+	time.Sleep(2 * budget) // the client gives the connection up
+	srv.Resume()
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("check on a paused Redis = %v; want ErrUnavailable", err)
+	}
+	res, err := s.Check(ctx, &CheckRequest{Rules: req.Rules, Cost: 1, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Rules[0].Count; got != 1 {
+		t.Errorf("after the timed-out check and a dry run the log counts %d; want 1 (the dry run's): Redis ran the timed-out check when it resumed", got)
+	}
+}
+
+// TestRedisLateRefusalRetried: a call whose deadline the estimate of
+// Redis's clock put too early (a failover to a node whose clock is ahead,
+// a clock step) is refused as LATE, raises the estimate and is sent again
+// while its caller waits, so it is answered rather than failed over.
+func TestRedisLateRefusalRetried(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a private redis-server; skipped with -short")
+	}
+	srv := testenv.PrivateRedis(t)
+	client, err := NewRedisClient(RedisConfig{URL: srv.URL()}, 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewRedis(client, RedisStoreConfig{})
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	good, ok := s.clock.offset()
+	if !ok {
+		t.Fatal("no estimate of Redis's clock after a ping")
+	}
+	skew := func() {
+		s.clock.cur.Store(good - 10_000)
+		s.clock.prev.Store(noOffset)
+	}
+
+	skew()
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	res, err := s.Check(cctx, &CheckRequest{Rules: []Rule{{Key: "guardlate:{b}l:rule", Limit: 10, Window: time.Minute}}, Cost: 1})
+	if err != nil || !res.Allowed || res.Rules[0].Count != 1 {
+		t.Fatalf("check with an estimate 10s short = %+v, %v; want it allowed and logged once", res, err)
+	}
+	if o, _ := s.clock.offset(); o < good-5 {
+		t.Errorf("estimate after the refusal = %d; want it back at about %d", o, good)
+	}
+
+	skew()
+	states, err := s.Lock(cctx, &LockRequest{Duration: time.Minute, Locks: []ManualLock{{Key: "guardlate:{c}k:manual", Info: "x"}}})
+	if err != nil || len(states) != 1 {
+		t.Fatalf("lock with an estimate 10s short = %+v, %v; want it set", states, err)
 	}
 }

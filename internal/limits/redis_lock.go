@@ -54,7 +54,7 @@ func (s *RedisStore) Lock(ctx context.Context, req *LockRequest) ([]LockState, e
 			keys = append(keys, l.Key, sk)
 			args = append(args, l.Info)
 		}
-		v, err := redisLockScript.Run(ctx, s.client, keys, args...).Int64Slice()
+		v, err := s.runLock(ctx, keys, args)
 		if err != nil {
 			return nil, redisError("eval lock script", err)
 		}
@@ -77,4 +77,24 @@ func (s *RedisStore) Lock(ctx context.Context, req *LockRequest) ([]LockState, e
 		s.writeIndexes(ctx, followUpAllowance(ctx), idx)
 	}
 	return out, nil
+}
+
+// runLock runs the lock script with the call's deadline on Redis's clock
+// as its last argument ("Late calls" in redis_late.go), once more when
+// Redis refused it as LATE while ctx still runs, as the batcher does.
+func (s *RedisStore) runLock(ctx context.Context, keys []string, args []any) ([]int64, error) {
+	args = append(args, nil)
+	for try := 0; ; try++ {
+		args[len(args)-1] = s.clock.deadline(ctx)
+		sent := time.Now()
+		v, err := redisLockScript.Run(ctx, s.client, keys, args...).Int64Slice()
+		if len(v) > 0 {
+			s.clock.observe(sent, []any{v[0]}, nil)
+		} else {
+			s.clock.observe(sent, nil, err)
+		}
+		if try > 0 || !isLate(err) || ctx.Err() != nil {
+			return v, err
+		}
+	}
 }

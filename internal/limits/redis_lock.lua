@@ -7,13 +7,21 @@
 --
 -- KEYS: per lock: its manual lock record, then its strike lock record (a
 -- key that never exists when the caller named none); both in one slot.
--- ARGV: n, duration ms, then n infos.
+-- ARGV: n, duration ms, then n infos, then the call's deadline ('~' and
+-- hexadecimal ms on Redis's clock, '~0' for none; redis_late.go): begun
+-- after it, the script answers the error LATE <now> and does nothing.
 --
 -- Reply: now, then per lock: the level of its strike record (0 when there
 -- is none) and the later of the two ends in ms.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local dl = ARGV[#ARGV]
+if dl and string.byte(dl, 1) == 126 then
+  dl = tonumber(string.sub(dl, 2), 16)
+  if dl and dl > 0 and now > dl then return redis.error_reply('LATE ' .. now) end
+end
 
 local n = tonumber(ARGV[1])
 local dur = tonumber(ARGV[2])
