@@ -28,9 +28,11 @@ import (
 // starts with Redis's now, read after the call was sent, so now minus the
 // send time (plus a millisecond for the truncation of both) bounds the
 // offset from above. The estimate is the largest such bound of the last
-// minute or two (on Cluster, over every node's clock), so a call that Redis
-// begins before its caller's deadline is never refused; one begun later by
-// more than that slack (a round trip, and the skew between nodes) is. A
+// minute or two (on Cluster, over every node's clock) from replies that
+// took at most lateSampleRTT, so a call that Redis begins before its
+// caller's deadline is never refused; one begun later by more than that
+// slack (a round trip, and the skew between nodes) is. Without such a
+// reply in two epochs calls carry no deadline. A
 // step of this process's clock backwards (or of Redis's forwards) may make
 // a few calls LATE before the replies that say so raise the estimate:
 // the batcher sends such a call once more while its caller still waits (a
@@ -39,6 +41,12 @@ import (
 // lateEpoch is how long a bound of the offset counts: an estimate follows
 // a clock step that lowers the offset within two epochs.
 const lateEpoch = time.Minute
+
+// lateSampleRTT is the slowest reply whose bound counts: a bound exceeds
+// the offset by up to the call's round trip, and the estimate is the
+// largest bound, so one slow reply (a listing that took a second) would
+// let calls run that late for two epochs.
+const lateSampleRTT = 100 * time.Millisecond
 
 // noOffset marks an epoch without a bound yet.
 const noOffset = math.MinInt64
@@ -103,6 +111,9 @@ func (c *redisClock) observe(sent time.Time, res []any, err error) {
 		}
 		now = n
 	default:
+		return
+	}
+	if time.Since(sent) > lateSampleRTT {
 		return
 	}
 	local := sent.UnixMilli()

@@ -1,0 +1,55 @@
+package limits
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestRedisClockEstimate: the estimate of Redis's clock offset is the
+// largest bound from quick replies (and LATE refusals), ignores slow
+// replies, and a call carries "~0" until there is one or without a
+// deadline.
+func TestRedisClockEstimate(t *testing.T) {
+	c := newRedisClock()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if got := c.deadline(ctx); got != noDeadline {
+		t.Errorf("deadline without an estimate = %v; want %v", got, noDeadline)
+	}
+	sent := time.Now()
+	local := sent.UnixMilli()
+	c.observe(sent, []any{local + 5000}, nil) // Redis 5s ahead
+	c.observe(sent, []any{local + 4000}, nil) // a lower bound changes nothing
+	if o, ok := c.offset(); !ok || o != 5001 {
+		t.Errorf("offset = %d, %v; want 5001", o, ok)
+	}
+	c.observe(sent, nil, errors.New("LATE "+strconv.FormatInt(local+6000, 10)))
+	if o, _ := c.offset(); o != 6001 {
+		t.Errorf("offset after a LATE refusal = %d; want 6001", o)
+	}
+	c.observe(time.Now().Add(-time.Second), []any{local + 60000}, nil) // a reply that took 1s
+	if o, _ := c.offset(); o != 6001 {
+		t.Errorf("offset after a slow reply = %d; want it ignored (6001)", o)
+	}
+	d, _ := ctx.Deadline()
+	if got, want := c.deadline(ctx), "~"+strconv.FormatInt(d.UnixMilli()+6002, 16); got != want {
+		t.Errorf("deadline = %v; want %v", got, want)
+	}
+	if got := c.deadline(context.Background()); got != noDeadline {
+		t.Errorf("deadline of a call without one = %v; want %v", got, noDeadline)
+	}
+	// Two epochs later the old bounds are gone.
+	c.epoch.Store(local - 2*lateEpoch.Milliseconds())
+	c.observe(sent, []any{local + 1000}, nil)
+	if o, _ := c.offset(); o != 6001 {
+		t.Errorf("offset one epoch on = %d; want the last epoch's 6001 still", o)
+	}
+	c.epoch.Store(local - 2*lateEpoch.Milliseconds())
+	c.observe(sent, []any{local + 1000}, nil)
+	if o, _ := c.offset(); o != 1001 {
+		t.Errorf("offset two epochs on = %d; want 1001", o)
+	}
+}
