@@ -301,7 +301,9 @@ guard_fn_load() {
 # dimension present its struck lock record (user, user+ip: the failure
 # dimensions) and its manual-lockout record (all 5; pairs 22 marks the two
 # that follow their struck record), the trust record. The arguments are the
-# spec (redis.lua's header), then the cost and the flags ('': none set).
+# spec (redis.lua's header), then the cost and the flags ('': none set),
+# then the call's deadline on Redis's clock ('~' and hexadecimal ms, as
+# internal/limits/redis_late.go sends it; here one that never passes).
 # Numbers are hexadecimal, the rules' keeps decimal: limit 1000000 =
 # f4240, windows 1 min, 15 min, 1 h.
 login_call() {
@@ -311,14 +313,15 @@ login_call() {
 		"${u}k:auth:user+ip:x__rand_int__" "${u}k:auth:user+ip!m:x__rand_int__"
 		"${u}k:auth:user+device!m:y__rand_int__"
 		"${u}t:y__rand_int__")
-	LOGIN_ARGS=('check 3 7 1 0 0 1 22 0 f4240 ea60 60000 0 f4240 dbba0 900000 0 f4240 36ee80 3600000 0 0' 1 '')
+	LOGIN_ARGS=('check 3 7 1 0 0 1 22 0 f4240 ea60 60000 0 f4240 dbba0 900000 0 f4240 36ee80 3600000 0 0' 1 '' '~ffffffffffff')
 }
 
 # report_call sets REPORT_KEYS and REPORT_ARGS to a failed login's report
 # under the same policy (read off MONITOR): the 7 lock records and the trust
 # record, then per failure rule (user+ip 10 in 15 min, user 50 in 24 h) its
 # log, its lock record and its lockout index keys; the ladder 1, 5, 15 min,
-# decay 24 h. A new identity's failure strikes nothing.
+# decay 24 h, and the deadline as for login_call. A new identity's
+# failure strikes nothing.
 report_call() {
 	local u='guard:v2:{u__rand_int__}' ip='guard:v2:{ip__rand_int__}' d='guard:v2:{d__rand_int__}'
 	REPORT_KEYS=("${u}k:auth:user" "${u}k:auth:user!m" "${ip}k:auth:ip!m" "${d}k:auth:device!m"
@@ -328,7 +331,7 @@ report_call() {
 		"${u}f:login/user+ip/failures:x__rand_int__" "${u}k:auth:user+ip:x__rand_int__" "${u}x" "${ip}x"
 		"${u}f:login/user/failures" "${u}k:auth:user" "${u}x")
 	REPORT_ARGS=('report 7 1 1 0 0 2 5265c00 3 ea60 493e0 dbba0 a dbba0 900000 2 0 32 5265c00 86400000 1 0 1 22 0'
-		'auth|user+ip|u|ip|' '' 'auth|user|u||' '')
+		'auth|user+ip|u|ip|' '' 'auth|user|u||' '' '~ffffffffffff')
 }
 
 # private_pg_bin prints the newest installed Postgres's bin directory,
