@@ -379,6 +379,12 @@ func (d *decoder) fill(cfg *Config, f *file) {
 			// the audit trail, which keys must never reach (API.md).
 			d.errorAt("forward_auth."+key, "forward_auth.%s: Authorization carries Guard's API key, which must not become an identifier", key)
 		}
+		if *h == "Host" || *h == "Transfer-Encoding" {
+			// Go's HTTP server moves Host into Request.Host and removes
+			// Transfer-Encoding from the headers: the identifier would
+			// never be read, every forward-auth request anonymous.
+			d.errorAt("forward_auth."+key, "forward_auth.%s: %s never reaches Guard as a header (the HTTP server consumes it); name the header the proxy sets", key, *h)
+		}
 	}
 	switch {
 	case fa.AllowStatus == 0 && !d.has("forward_auth.allow_status"):

@@ -356,6 +356,11 @@ func TestParseConfigRejects(t *testing.T) {
 		{"bad phone header", "forward_auth: {phone_header: \"X Phone\"}\n", 1, "not a valid HTTP header name"},
 		{"user header is the api key", "forward_auth: {user_header: authorization}\n", 1, "carries Guard's API key"},
 		{"device header is the api key", "forward_auth:\n  device_header: Authorization\n", 2, "carries Guard's API key"},
+		// Go's HTTP server moves Host into Request.Host and drops
+		// Transfer-Encoding from the headers: a forward-auth identifier
+		// read from either would never be there (every request anonymous).
+		{"user header is Host", "forward_auth: {user_header: host}\n", 1, "never reaches Guard as a header"},
+		{"phone header is Transfer-Encoding", "forward_auth:\n  phone_header: Transfer-Encoding\n", 2, "never reaches Guard as a header"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
