@@ -341,6 +341,11 @@ func TestParseConfigRejects(t *testing.T) {
 		{"api key none", "api_keys:\n  - {name: a, scopes: [check]}\n", 2, "key or key_sha256 is required"},
 		{"api key bad hash", "api_keys:\n  - {name: a, scopes: [check], key_sha256: abc}\n", 2, "64 hex digits"},
 		{"api key same secret", "api_keys:\n  - {name: a, scopes: [check], key: same}\n  - {name: b, scopes: [admin], key: same}\n", 3, "same key is already configured on line 2"},
+		// HTTP trims a field value's surrounding white space and refuses
+		// control characters in it: no Authorization header could carry
+		// such a key, so no request could authenticate with it.
+		{"api key with surrounding space", "api_keys:\n  - {name: a, scopes: [check], key: \" k-0123456789abcdef\"}\n", 2, "cannot be sent in an Authorization header"},
+		{"api key with a control character", "api_keys:\n  - {name: a, scopes: [check], key: \"k-0123456789\\x01abcdef\"}\n", 2, "cannot be sent in an Authorization header"},
 		{"api key unknown field", "api_keys:\n  - {name: a, scopes: [check], key: a, secret: b}\n", 2, `unknown key "secret"`},
 		{"merge key", "base: &b {budget: 1s}\nstore:\n  <<: *b\n", 1, `unknown key "base"`},
 		{"instance name", "instance: \"guard 1\"\n", 1, "instance"},

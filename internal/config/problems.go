@@ -17,6 +17,23 @@ import (
 // api.ValidateKeys, the policy to abuse.Policy.Validate): their problems,
 // positioned in the package's terms, pointed at the file's lines.
 
+// sendableKey reports whether key can arrive whole in "Authorization:
+// Bearer <key>": HTTP (RFC 9110 §5.5) strips a field value's surrounding
+// space and tab, the API trims the token's surrounding white space
+// (api's bearer), and Go's server refuses control characters but tab in a
+// field value, so a key with either is one no request can present.
+func sendableKey(key string) bool {
+	if strings.TrimSpace(key) != key {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
 // apiKeys turns the api_keys entries into api.Keys (digests only) and
 // points api.ValidateKeys's problems at their lines.
 func (d *decoder) apiKeys(entries []apiKey) []api.Key {
@@ -32,6 +49,9 @@ func (d *decoder) apiKeys(entries []apiKey) []api.Key {
 		case e.Key != nil:
 			if *e.Key == "" {
 				d.errorAt(at+".key", "%s.key must not be empty", at)
+				bad[i] = true
+			} else if !sendableKey(*e.Key) {
+				d.errorAt(at+".key", "%s.key cannot be sent in an Authorization header (HTTP trims surrounding white space and refuses control characters), so no request could authenticate with it", at)
 				bad[i] = true
 			}
 			k.SHA256 = sha256.Sum256([]byte(*e.Key))
