@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/guardhq/guard/internal/limits"
 	"github.com/guardhq/guard/internal/testenv"
 )
@@ -17,15 +19,8 @@ import (
 // (NewRedisClient): its socket timeouts must not cut the call short at the
 // budget, which answered 503 to listings of a Redis slow by 100ms.
 func TestFailoverAdminCallsOutlastBudget(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts and pauses a private redis-server; skipped with -short")
-	}
-	srv := testenv.PrivateRedis(t)
-	const budget = 50 * time.Millisecond
-	client, err := limits.NewRedisClient(limits.RedisConfig{URL: srv.URL()}, budget)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, client := pausableClient(t)
+	const budget = pausableBudget
 	// No probes: only the calls below reach Redis.
 	fo := limits.NewFailover(nil, limits.FailoverConfig{Budget: budget, ProbeInterval: time.Hour},
 		limits.NewRedis(client, limits.RedisStoreConfig{}), limits.NewMemory(limits.MemoryConfig{}), limits.FailoverEvents{})
@@ -80,15 +75,8 @@ func TestFailoverAdminCallsOutlastBudget(t *testing.T) {
 // come back with Redis"). The unlock used to lift the fallback's copy before
 // it asked Redis, so a timed-out unlock let the key in during the outage.
 func TestFailoverUnlockTimeoutKeepsMirroredLock(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts and pauses a private redis-server; skipped with -short")
-	}
-	srv := testenv.PrivateRedis(t)
-	const budget = 50 * time.Millisecond
-	client, err := limits.NewRedisClient(limits.RedisConfig{URL: srv.URL()}, budget)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, client := pausableClient(t)
+	const budget = pausableBudget
 	fallback := limits.NewMemory(limits.MemoryConfig{})
 	// No probes: the breaker stays closed, as at the start of an outage.
 	fo := limits.NewFailover(nil, limits.FailoverConfig{Budget: budget, AdminTimeout: 300 * time.Millisecond, ProbeInterval: time.Hour},
@@ -102,7 +90,7 @@ func TestFailoverUnlockTimeoutKeepsMirroredLock(t *testing.T) {
 	}
 
 	srv.Pause()
-	_, err = fo.Unlock(ctx, &limits.UnlockRequest{Locks: []string{key}})
+	_, err := fo.Unlock(ctx, &limits.UnlockRequest{Locks: []string{key}})
 	srv.Resume()
 	if !errors.Is(err, limits.ErrUnavailable) {
 		t.Fatalf("unlock while Redis is paused = %v; want ErrUnavailable", err)
@@ -122,4 +110,23 @@ func TestFailoverUnlockTimeoutKeepsMirroredLock(t *testing.T) {
 	if page, err = fallback.Lockouts(ctx, &limits.LockQuery{Pattern: prefix + "*", Limit: 10}); err != nil || len(page.Locks) != 0 {
 		t.Errorf("fallback lockouts after the unlock = %+v, %v; want none", page.Locks, err)
 	}
+}
+
+// pausableBudget is the decision budget of pausableClient's client.
+const pausableBudget = 50 * time.Millisecond
+
+// pausableClient is a private redis-server that the test may pause, and
+// the client cmd/guard builds (NewRedisClient) for it with a decision
+// budget of pausableBudget.
+func pausableClient(t *testing.T) (*testenv.RedisServer, redis.UniversalClient) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts and pauses a private redis-server; skipped with -short")
+	}
+	srv := testenv.PrivateRedis(t)
+	client, err := limits.NewRedisClient(limits.RedisConfig{URL: srv.URL()}, pausableBudget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, client
 }

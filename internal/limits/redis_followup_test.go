@@ -18,17 +18,7 @@ import (
 // hung Redis five budgets past its answer, where the budget's socket
 // timeouts had cut it at one.
 func TestRedisFollowUpsKeepTheBudget(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts and pauses a private redis-server; skipped with -short")
-	}
-	srv := testenv.PrivateRedis(t)
-	const budget = 50 * time.Millisecond
-	client, err := NewRedisClient(RedisConfig{URL: srv.URL()}, budget)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := NewRedis(client, RedisStoreConfig{})
-	defer s.Close()
+	srv, s := pausableStore(t)
 	if err := s.Prepare(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -36,15 +26,15 @@ func TestRedisFollowUpsKeepTheBudget(t *testing.T) {
 	srv.Pause()
 	defer srv.Resume()
 
-	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	ctx, cancel := context.WithTimeout(context.Background(), pauseBudget)
 	defer cancel()
 	start := time.Now()
 	s.writeIndexes(ctx, followUpAllowance(ctx), entries)
-	if took := time.Since(start); took > 3*budget {
-		t.Errorf("index write against a hung Redis took %v after a decision of budget %v; want at most about the budget", took, budget)
+	if took := time.Since(start); took > 3*pauseBudget {
+		t.Errorf("index write against a hung Redis took %v after a decision of budget %v; want at most about the budget", took, pauseBudget)
 	}
 
-	ctx, cancel = context.WithTimeout(context.Background(), budget)
+	ctx, cancel = context.WithTimeout(context.Background(), pauseBudget)
 	defer cancel()
 	allow := followUpAllowance(ctx)
 	start = time.Now()
@@ -54,8 +44,8 @@ func TestRedisFollowUpsKeepTheBudget(t *testing.T) {
 	if err := s.batch.run(fctx, []*pending{call}); err == nil && call.err == nil {
 		t.Errorf("a call to a hung Redis answered")
 	}
-	if took := time.Since(start); took > 3*budget {
-		t.Errorf("follow-up call against a hung Redis took %v after a decision of budget %v; want at most about the budget", took, budget)
+	if took := time.Since(start); took > 3*pauseBudget {
+		t.Errorf("follow-up call against a hung Redis took %v after a decision of budget %v; want at most about the budget", took, pauseBudget)
 	}
 }
 
@@ -68,17 +58,7 @@ func TestRedisFollowUpsKeepTheBudget(t *testing.T) {
 // out; closed gracefully, the call it had sent stayed in Redis's socket
 // buffer and ran when Redis resumed.
 func TestRedisTimedOutCallIsNotRunLater(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts and pauses a private redis-server; skipped with -short")
-	}
-	srv := testenv.PrivateRedis(t)
-	const budget = 50 * time.Millisecond
-	client, err := NewRedisClient(RedisConfig{URL: srv.URL()}, budget)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := NewRedis(client, RedisStoreConfig{})
-	defer s.Close()
+	srv, s := pausableStore(t)
 	ctx := context.Background()
 	if err := s.Prepare(ctx); err != nil {
 		t.Fatal(err)
@@ -91,10 +71,10 @@ func TestRedisTimedOutCallIsNotRunLater(t *testing.T) {
 	}
 
 	srv.Pause()
-	cctx, cancel := context.WithTimeout(ctx, budget)
-	_, err = s.Check(cctx, req)
+	cctx, cancel := context.WithTimeout(ctx, pauseBudget)
+	_, err := s.Check(cctx, req)
 	cancel()
-	time.Sleep(2 * budget) // the client gives the connection up
+	time.Sleep(2 * pauseBudget) // the client gives the connection up
 	srv.Resume()
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("check on a paused Redis = %v; want ErrUnavailable", err)
@@ -152,4 +132,25 @@ func TestRedisLateRefusalRetried(t *testing.T) {
 	if err != nil || len(states) != 1 {
 		t.Fatalf("lock with an estimate 10s short = %+v, %v; want it set", states, err)
 	}
+}
+
+// pauseBudget is the decision budget of the stores pausableStore makes.
+const pauseBudget = 50 * time.Millisecond
+
+// pausableStore is a Redis store on a private redis-server that the test
+// may pause, over the client cmd/guard builds (NewRedisClient) for a
+// decision budget of pauseBudget; closed when the test ends.
+func pausableStore(t *testing.T) (*testenv.RedisServer, *RedisStore) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts and pauses a private redis-server; skipped with -short")
+	}
+	srv := testenv.PrivateRedis(t)
+	client, err := NewRedisClient(RedisConfig{URL: srv.URL()}, pauseBudget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewRedis(client, RedisStoreConfig{})
+	t.Cleanup(func() { s.Close() })
+	return srv, s
 }
