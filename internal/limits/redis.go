@@ -446,7 +446,7 @@ func (s *RedisStore) pingOne(ctx context.Context, c redis.UniversalClient) error
 			res, err = c.FCall(ctx, s.fn.name, nil, pingArgs...).Slice()
 		}
 	}
-	s.clock.observe(sent, res, err)
+	s.clock.observe(ctx, sent, res, err)
 	return err
 }
 

@@ -159,7 +159,7 @@ func (b *batcher) exec(batch []*pending) {
 				c.res, c.err = b.fcall(c.ctx, b.client, c)
 			}
 		}
-		b.clock.observe(sent, c.res, c.err)
+		b.clock.observe(c.ctx, sent, c.res, c.err)
 		b.retryLate(c)
 		close(c.done)
 		return
@@ -174,7 +174,7 @@ func (b *batcher) exec(batch []*pending) {
 			again = append(again, c)
 			continue
 		}
-		b.clock.observe(sent, c.res, c.err)
+		b.clock.observe(c.ctx, sent, c.res, c.err)
 		b.retryLate(c)
 		close(c.done)
 	}
@@ -195,7 +195,7 @@ func (b *batcher) exec(batch []*pending) {
 	sent = time.Now()
 	for i, cmd := range b.pipeline(ctx, again) {
 		again[i].res, again[i].err = cmd.Slice()
-		b.clock.observe(sent, again[i].res, again[i].err)
+		b.clock.observe(again[i].ctx, sent, again[i].res, again[i].err)
 		b.retryLate(again[i])
 		close(again[i].done)
 	}
@@ -213,7 +213,7 @@ func (b *batcher) retryLate(c *pending) {
 	c.args[len(c.args)-1] = b.clock.deadline(c.ctx)
 	sent := time.Now()
 	c.res, c.err = b.fcall(c.ctx, b.client, c)
-	b.clock.observe(sent, c.res, c.err)
+	b.clock.observe(c.ctx, sent, c.res, c.err)
 }
 
 // fcall sends one call alone.

@@ -154,3 +154,42 @@ func pausableStore(t *testing.T) (*testenv.RedisServer, *RedisStore) {
 	t.Cleanup(func() { s.Close() })
 	return srv, s
 }
+
+// TestRedisSlowLateRefusalRetried: a refusal as LATE while the caller
+// still waits proves the estimate of Redis's clock too low, so it raises
+// the estimate however long its round trip took (at most what the caller
+// had left). Ignored as a slow reply, it left the estimate as it was and
+// the one retry, sent with the same deadline, was certain to be refused
+// again: after a failover to a node whose clock is ahead, a Redis that
+// answered in 150ms failed every call begun in time.
+func TestRedisSlowLateRefusalRetried(t *testing.T) {
+	srv, s := pausableStore(t)
+	ctx := context.Background()
+	if err := s.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	good, ok := s.clock.offset()
+	if !ok {
+		t.Fatal("no estimate of Redis's clock after a ping")
+	}
+	s.clock.cur.Store(good - 10_000)
+	s.clock.prev.Store(noOffset)
+
+	srv.Pause()
+	resumed := make(chan struct{})
+	go func() {
+		defer close(resumed)
+		time.Sleep(3 * lateSampleRTT / 2)
+		srv.Resume()
+	}()
+	defer func() { <-resumed }()
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	res, err := s.Check(cctx, &CheckRequest{Rules: []Rule{{Key: "guardlate:{d}l:rule", Limit: 10, Window: time.Minute}}, Cost: 1})
+	if err != nil || !res.Allowed || res.Rules[0].Count != 1 {
+		t.Fatalf("check with an estimate 10s short, answered in %v = %+v, %v; want it allowed and logged once", 3*lateSampleRTT/2, res, err)
+	}
+	if o, _ := s.clock.offset(); o < good-5 {
+		t.Errorf("estimate after the refusal = %d; want it at least about %d", o, good)
+	}
+}

@@ -29,7 +29,8 @@ import (
 // send time (plus a millisecond for the truncation of both) bounds the
 // offset from above. The estimate is the largest such bound of the last
 // minute or two (on Cluster, over every node's clock) from replies that
-// took at most lateSampleRTT, so a call that Redis begins before its
+// took at most lateSampleRTT (and from LATE refusals while their caller
+// still waits, whatever they took), so a call that Redis begins before its
 // caller's deadline is never refused; one begun later by more than that
 // slack (a round trip, and the skew between nodes) is. Without such a
 // reply in two epochs calls carry no deadline. A
@@ -94,9 +95,15 @@ func isLate(err error) bool {
 }
 
 // observe takes a bound of the offset from a reply (res, or a LATE error)
-// to a call sent at sent.
-func (c *redisClock) observe(sent time.Time, res []any, err error) {
+// to a call sent at sent on behalf of ctx. A LATE refusal while ctx still
+// runs counts whatever its round trip: Redis began the call before the
+// caller's deadline, so the estimate was too low (a failover, a clock
+// step), and ignored, it would leave the retry (retryLate) the deadline
+// just refused. Its bound exceeds the offset by at most the time the
+// caller had left.
+func (c *redisClock) observe(ctx context.Context, sent time.Time, res []any, err error) {
 	var now int64
+	alive := false
 	switch {
 	case err == nil && len(res) > 0:
 		n, ok := res[0].(int64)
@@ -110,10 +117,11 @@ func (c *redisClock) observe(sent time.Time, res []any, err error) {
 			return
 		}
 		now = n
+		alive = ctx.Err() == nil
 	default:
 		return
 	}
-	if time.Since(sent) > lateSampleRTT {
+	if !alive && time.Since(sent) > lateSampleRTT {
 		return
 	}
 	local := sent.UnixMilli()

@@ -21,16 +21,16 @@ func TestRedisClockEstimate(t *testing.T) {
 	}
 	sent := time.Now()
 	local := sent.UnixMilli()
-	c.observe(sent, []any{local + 5000}, nil) // Redis 5s ahead
-	c.observe(sent, []any{local + 4000}, nil) // a lower bound changes nothing
+	c.observe(context.Background(), sent, []any{local + 5000}, nil) // Redis 5s ahead
+	c.observe(context.Background(), sent, []any{local + 4000}, nil) // a lower bound changes nothing
 	if o, ok := c.offset(); !ok || o != 5001 {
 		t.Errorf("offset = %d, %v; want 5001", o, ok)
 	}
-	c.observe(sent, nil, errors.New("LATE "+strconv.FormatInt(local+6000, 10)))
+	c.observe(context.Background(), sent, nil, errors.New("LATE "+strconv.FormatInt(local+6000, 10)))
 	if o, _ := c.offset(); o != 6001 {
 		t.Errorf("offset after a LATE refusal = %d; want 6001", o)
 	}
-	c.observe(time.Now().Add(-time.Second), []any{local + 60000}, nil) // a reply that took 1s
+	c.observe(context.Background(), time.Now().Add(-time.Second), []any{local + 60000}, nil) // a reply that took 1s
 	if o, _ := c.offset(); o != 6001 {
 		t.Errorf("offset after a slow reply = %d; want it ignored (6001)", o)
 	}
@@ -43,13 +43,34 @@ func TestRedisClockEstimate(t *testing.T) {
 	}
 	// Two epochs later the old bounds are gone.
 	c.epoch.Store(local - 2*lateEpoch.Milliseconds())
-	c.observe(sent, []any{local + 1000}, nil)
+	c.observe(context.Background(), sent, []any{local + 1000}, nil)
 	if o, _ := c.offset(); o != 6001 {
 		t.Errorf("offset one epoch on = %d; want the last epoch's 6001 still", o)
 	}
 	c.epoch.Store(local - 2*lateEpoch.Milliseconds())
-	c.observe(sent, []any{local + 1000}, nil)
+	c.observe(context.Background(), sent, []any{local + 1000}, nil)
 	if o, _ := c.offset(); o != 1001 {
 		t.Errorf("offset two epochs on = %d; want 1001", o)
+	}
+}
+
+// TestRedisClockSlowLate: a slow LATE refusal raises the estimate while
+// its caller still waits (the estimate was too low), not once the
+// caller's deadline has passed (a Redis that hung: its round trip says
+// nothing of the clock).
+func TestRedisClockSlowLate(t *testing.T) {
+	c := newRedisClock()
+	sent := time.Now().Add(-time.Second) // a refusal that took 1s
+	local := sent.UnixMilli()
+	late := errors.New("LATE " + strconv.FormatInt(local+5000, 10))
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	c.observe(gone, sent, nil, late)
+	if o, ok := c.offset(); ok {
+		t.Errorf("offset after a slow refusal of a call whose caller had gone = %d; want none", o)
+	}
+	c.observe(context.Background(), sent, nil, late)
+	if o, _ := c.offset(); o != 5001 {
+		t.Errorf("offset after a slow refusal while its caller waits = %d; want 5001", o)
 	}
 }

@@ -89,9 +89,9 @@ func (s *RedisStore) runLock(ctx context.Context, keys []string, args []any) ([]
 		sent := time.Now()
 		v, err := redisLockScript.Run(ctx, s.client, keys, args...).Int64Slice()
 		if len(v) > 0 {
-			s.clock.observe(sent, []any{v[0]}, nil)
+			s.clock.observe(ctx, sent, []any{v[0]}, nil)
 		} else {
-			s.clock.observe(sent, nil, err)
+			s.clock.observe(ctx, sent, nil, err)
 		}
 		if try > 0 || !isLate(err) || ctx.Err() != nil {
 			return v, err
