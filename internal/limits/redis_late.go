@@ -72,7 +72,16 @@ func newRedisClock() *redisClock {
 // offset is the estimate in ms, false when no reply has been seen within
 // the last two epochs.
 func (c *redisClock) offset() (int64, bool) {
-	o := max(c.cur.Load(), c.prev.Load())
+	// cur's bounds are from the epoch that began at epoch, prev's from
+	// the one before; observe rotates them only when a bound comes.
+	age := time.Now().UnixMilli() - c.epoch.Load()
+	o := int64(noOffset)
+	if age < 3*lateEpoch.Milliseconds() {
+		o = c.cur.Load()
+	}
+	if age < 2*lateEpoch.Milliseconds() {
+		o = max(o, c.prev.Load())
+	}
 	return o, o != noOffset
 }
 
@@ -127,7 +136,11 @@ func (c *redisClock) observe(ctx context.Context, sent time.Time, res []any, err
 	local := sent.UnixMilli()
 	bound := now - local + 1
 	if e := c.epoch.Load(); local-e >= lateEpoch.Milliseconds() && c.epoch.CompareAndSwap(e, local) {
-		c.prev.Store(c.cur.Swap(noOffset))
+		old := c.cur.Swap(noOffset)
+		if local-e >= 3*lateEpoch.Milliseconds() {
+			old = noOffset // expired already (offset)
+		}
+		c.prev.Store(old)
 	}
 	for {
 		o := c.cur.Load()

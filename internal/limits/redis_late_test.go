@@ -74,3 +74,28 @@ func TestRedisClockSlowLate(t *testing.T) {
 		t.Errorf("offset after a slow refusal while its caller waits = %d; want 5001", o)
 	}
 }
+
+// TestRedisClockExpires: without a bound for two epochs (a Redis that
+// only answered slowly, or was not called) calls carry no deadline, as
+// offset and docs/redis.md say, rather than one from an estimate minutes
+// or hours old (the clocks may have stepped or drifted since).
+func TestRedisClockExpires(t *testing.T) {
+	c := newRedisClock()
+	sent := time.Now()
+	local := sent.UnixMilli()
+	c.observe(context.Background(), sent, []any{local + 5000}, nil)
+	c.epoch.Store(local - 3*lateEpoch.Milliseconds())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if o, ok := c.offset(); ok {
+		t.Errorf("offset three epochs after the last bound = %d; want none", o)
+	}
+	if got := c.deadline(ctx); got != noDeadline {
+		t.Errorf("deadline three epochs after the last bound = %v; want %v", got, noDeadline)
+	}
+	// A new bound after such a gap does not bring the old one back.
+	c.observe(context.Background(), sent, []any{local + 1000}, nil)
+	if o, _ := c.offset(); o != 1001 {
+		t.Errorf("offset after a gap of three epochs and a new bound = %d; want 1001", o)
+	}
+}
