@@ -417,12 +417,16 @@ var pingArgs = []any{"check 0 0 0 0 0 0 0 0 0", "1", ""}
 // Redis answered: a Redis that refuses an empty check cannot decide
 // anything (a database index it does not have, a server without
 // functions), an outage to alert on and show in /readyz rather than a bug
-// of one decision; Prepare's failures match it too.
+// of one decision; Prepare's failures match it too. On Cluster a master
+// whose cluster_state is not ok fails it too (clusterStateOK).
 func (s *RedisStore) Ping(ctx context.Context) error {
 	var err error
 	if c, ok := s.client.(*redis.ClusterClient); ok {
 		err = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-			return s.pingOne(ctx, m)
+			if err := s.pingOne(ctx, m); err != nil {
+				return err
+			}
+			return clusterStateOK(ctx, m)
 		})
 	} else {
 		err = s.pingOne(ctx, s.client)
@@ -448,6 +452,24 @@ func (s *RedisStore) pingOne(ctx context.Context, c redis.UniversalClient) error
 	}
 	s.clock.observe(ctx, sent, res, err)
 	return err
+}
+
+// clusterStateOK fails while a Cluster master's cluster_state is not ok:
+// it then refuses every call with keys (CLUSTERDOWN) but still runs the
+// probe's call without keys. An ACL that refuses CLUSTER INFO leaves the
+// probe as it was.
+func clusterStateOK(ctx context.Context, m *redis.Client) error {
+	info, err := m.ClusterInfo(ctx).Result()
+	if err != nil {
+		if strings.HasPrefix(err.Error(), "NOPERM") {
+			return nil
+		}
+		return err
+	}
+	if !strings.Contains(info, "cluster_state:ok") {
+		return fmt.Errorf("%s: cluster_state is not ok", m.Options().Addr)
+	}
+	return nil
 }
 
 // Close stops the batcher and closes the client the store was built with.

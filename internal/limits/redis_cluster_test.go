@@ -2,6 +2,7 @@ package limits
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -139,5 +140,55 @@ func TestRedisClusterReloadsWithAMasterDown(t *testing.T) {
 	}
 	if !res.Allowed || res.Rules[0].Count != 2 {
 		t.Errorf("check: allowed %v count %d, want allowed count 2", res.Allowed, res.Rules[0].Count)
+	}
+}
+
+// TestRedisClusterPingSeesClusterDown: while a master's cluster state is
+// fail, it refuses every decision on its slots (CLUSTERDOWN) but still
+// runs a call without keys, so a probe of only the empty check reported
+// up a Redis that refuses every decision: after a master's restart the
+// breaker closed, "recovered" and /readyz "ok", and reopened on the next
+// decision, once a second until the cluster was whole again.
+func TestRedisClusterPingSeesClusterDown(t *testing.T) {
+	addrs := testenv.PrivateRedisCluster(t)
+	s := newClusterTestStore(t, addrs)
+	ctx := context.Background()
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("ping of a healthy cluster: %v", err)
+	}
+	key := "{a}l:down"
+	rule := []Rule{{Key: key, Limit: 10, Window: time.Minute}}
+	own, err := s.client.(*redis.ClusterClient).MasterForKey(ctx, key)
+	if err != nil {
+		t.Fatalf("master for %s: %v", key, err)
+	}
+	// A slot of that master left unassigned: its cluster state is fail
+	// (cluster-require-full-coverage), and it stays reachable.
+	var free int
+	for free = 0; free < 16384; free++ {
+		if free != keySlot(key) {
+			if n, err := own.ClusterCountKeysInSlot(ctx, free).Result(); err == nil && n == 0 {
+				if err := own.ClusterDelSlots(ctx, free).Err(); err == nil {
+					break
+				}
+			}
+		}
+	}
+	if free == 16384 {
+		t.Fatal("no slot of the key's master could be unassigned")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := s.Check(ctx, &CheckRequest{Rules: rule, Cost: 1})
+		if err != nil && errors.Is(err, ErrUnavailable) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("check on a master in cluster state fail: %v, want unavailable", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := s.Ping(ctx); err == nil || !errors.Is(err, ErrUnavailable) {
+		t.Errorf("ping while a master refuses every decision (CLUSTERDOWN): %v, want unavailable", err)
 	}
 }
