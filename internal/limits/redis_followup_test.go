@@ -93,24 +93,9 @@ func TestRedisTimedOutCallIsNotRunLater(t *testing.T) {
 // a clock step) is refused as LATE, raises the estimate and is sent again
 // while its caller waits, so it is answered rather than failed over.
 func TestRedisLateRefusalRetried(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a private redis-server; skipped with -short")
-	}
-	srv := testenv.PrivateRedis(t)
-	client, err := NewRedisClient(RedisConfig{URL: srv.URL()}, 50*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := NewRedis(client, RedisStoreConfig{})
-	defer s.Close()
+	_, s := pausableStore(t)
 	ctx := context.Background()
-	if err := s.Ping(ctx); err != nil {
-		t.Fatal(err)
-	}
-	good, ok := s.clock.offset()
-	if !ok {
-		t.Fatal("no estimate of Redis's clock after a ping")
-	}
+	good := pingedOffset(t, s)
 	skew := func() {
 		s.clock.cur.Store(good - 10_000)
 		s.clock.prev.Store(noOffset)
@@ -165,13 +150,7 @@ func pausableStore(t *testing.T) (*testenv.RedisServer, *RedisStore) {
 func TestRedisSlowLateRefusalRetried(t *testing.T) {
 	srv, s := pausableStore(t)
 	ctx := context.Background()
-	if err := s.Ping(ctx); err != nil {
-		t.Fatal(err)
-	}
-	good, ok := s.clock.offset()
-	if !ok {
-		t.Fatal("no estimate of Redis's clock after a ping")
-	}
+	good := pingedOffset(t, s)
 	s.clock.cur.Store(good - 10_000)
 	s.clock.prev.Store(noOffset)
 
@@ -192,4 +171,18 @@ func TestRedisSlowLateRefusalRetried(t *testing.T) {
 	if o, _ := s.clock.offset(); o < good-5 {
 		t.Errorf("estimate after the refusal = %d; want it at least about %d", o, good)
 	}
+}
+
+// pingedOffset pings s and returns its estimate of Redis's clock offset,
+// which the ping's reply gave it.
+func pingedOffset(t *testing.T, s *RedisStore) int64 {
+	t.Helper()
+	if err := s.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	o, ok := s.clock.offset()
+	if !ok {
+		t.Fatal("no estimate of Redis's clock after a ping")
+	}
+	return o
 }
