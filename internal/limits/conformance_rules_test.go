@@ -212,13 +212,7 @@ func confLogKeepsLongestWindow(t *testing.T, c *conf) {
 	second := c.check(t, c.b, CheckRequest{Rules: []Rule{brief}})
 
 	lock := c.key("lock", "mixed")
-	failures := func(w time.Duration) Escalation {
-		return Escalation{
-			Failures: []FailureRule{{Key: c.key("fail", "mixed"), Limit: 3, Window: w, Keep: confWindow, LockKey: lock}},
-			Ladder:   []time.Duration{time.Minute},
-			Decay:    time.Hour,
-		}
-	}
+	failures := func(w time.Duration) Escalation { return keptEscalation(c.key("fail", "mixed"), lock, w) }
 	f1 := c.report(t, c.a, ReportRequest{Failure: true, Escalation: failures(confWindow)})
 	f2 := c.report(t, c.b, ReportRequest{Failure: true, Escalation: failures(short)})
 	if second.Rules[0].Count != 2 || confMs(f2.Now)-confMs(f1.Now) >= short.Milliseconds() {
@@ -234,6 +228,17 @@ func confLogKeepsLongestWindow(t *testing.T, c *conf) {
 	rep := c.report(t, c.b, ReportRequest{Failure: true, Escalation: failures(confWindow), Locks: []LockRef{{Key: lock}}})
 	if len(rep.Struck) != 1 {
 		t.Errorf("third failure within the long window after a short-window failure: got struck %+v, want one strike", rep.Struck)
+	}
+}
+
+// keptEscalation is one failure rule on key (3 failures in w, kept for
+// confWindow) striking lock: the failure log that rules of two windows
+// share in the confLogKeepsLongestWindow cases.
+func keptEscalation(key, lock string, w time.Duration) Escalation {
+	return Escalation{
+		Failures: []FailureRule{{Key: key, Limit: 3, Window: w, Keep: confWindow, LockKey: lock}},
+		Ladder:   []time.Duration{time.Minute},
+		Decay:    time.Hour,
 	}
 }
 
@@ -257,13 +262,7 @@ func confLogKeepsLongestWindowLate(t *testing.T, c *conf) {
 	}
 
 	lock := c.key("lock", "late")
-	failures := func(w time.Duration) Escalation {
-		return Escalation{
-			Failures: []FailureRule{{Key: c.key("fail", "late"), Limit: 3, Window: w, Keep: confWindow, LockKey: lock}},
-			Ladder:   []time.Duration{time.Minute},
-			Decay:    time.Hour,
-		}
-	}
+	failures := func(w time.Duration) Escalation { return keptEscalation(c.key("fail", "late"), lock, w) }
 	c.report(t, c.a, ReportRequest{Failure: true, Escalation: failures(confWindow)})
 	c.advance(t, short+50*time.Millisecond)
 	if rep := c.report(t, c.b, ReportRequest{Failure: true, Escalation: failures(short)}); len(rep.Struck) != 0 {
